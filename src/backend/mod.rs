@@ -1,0 +1,61 @@
+//! How frames move: the [`Backend`] trait that the engine drives, the
+//! [`FrameBuf`] a backend hands out, and the fixed-size [`Burst`] that carries
+//! frames in and out without a heap allocation per burst.
+//!
+//! A backend is one (port, queue) pair: a DPDK port queue (`crate::dpdk`), an
+//! in-process loopback ([`loopback`]), and later the simulator and the kernel
+//! UDP socket. Frames are owned buffers: a received frame is the caller's
+//! until it drops it (DPDK: back to the mempool) or hands it back to
+//! `tx_burst` (zero-copy forwarding).
+
+#![deny(unsafe_code)]
+
+pub mod loopback;
+
+/// Frames per burst: DPDK's customary 32.
+pub const BURST: usize = 32;
+
+/// A burst of owned frames: a fixed array on the stack or inside a struct,
+/// never a heap allocation per burst.
+pub type Burst<T> = arrayvec::ArrayVec<T, BURST>;
+
+/// An owned frame buffer with room to grow at the end.
+pub trait FrameBuf {
+    /// The frame's bytes (for a chained DPDK mbuf: its first segment).
+    fn data(&self) -> &[u8];
+    fn data_mut(&mut self) -> &mut [u8];
+    fn len(&self) -> usize {
+        self.data().len()
+    }
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Grows the frame by `len` bytes at its end and returns them, or `None`
+    /// when the buffer has no room (nothing changes then).
+    fn append(&mut self, len: usize) -> Option<&mut [u8]>;
+    /// Shortens the frame to `len` bytes (no-op when already shorter).
+    fn truncate(&mut self, len: usize);
+}
+
+/// One queue of a network port, as the engine's poll loop sees it.
+pub trait Backend {
+    type Buf: FrameBuf;
+
+    /// Receives up to `out.remaining_capacity()` frames, appending them to
+    /// `out`. Returns how many arrived.
+    fn rx_burst(&mut self, out: &mut Burst<Self::Buf>) -> usize;
+
+    /// An empty frame buffer to fill and transmit, or `None` when the pool is
+    /// exhausted.
+    fn alloc(&mut self) -> Option<Self::Buf>;
+
+    /// Transmits frames from the front of `frames`. Sent frames are removed;
+    /// those the queue had no room for stay in `frames`, in order. Returns how
+    /// many were sent.
+    fn tx_burst(&mut self, frames: &mut Burst<Self::Buf>) -> usize;
+
+    /// Releases every frame in `frames` (a backend may do it in bulk).
+    fn free_burst(&mut self, frames: &mut Burst<Self::Buf>) {
+        frames.clear();
+    }
+}

@@ -1,0 +1,245 @@
+//! TOML configuration: the EAL, the mempool, the ports, and the settings of
+//! the tools that run on them. Every table is optional and has defaults;
+//! unknown keys are errors (a typo must not silently keep a default).
+//!
+//! ```toml
+//! [eal]
+//! hugepages = "auto"          # auto | on | off
+//! memory_mb = 256
+//!
+//! [mempool]
+//! mbufs = 8191
+//!
+//! [[port]]
+//! name = "a"
+//! device = "ring:link0"       # ring:NAME | a vdev spec | a PCI address
+//! ip = "198.18.0.1"
+//! ```
+
+#![deny(unsafe_code)]
+
+use crate::dpdk::{Device, EalOptions, MempoolOptions, PortOptions};
+use serde::Deserialize;
+use std::net::Ipv4Addr;
+use std::path::Path;
+
+/// Why a config cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path}: {source}")]
+    Parse {
+        path: String,
+        source: Box<toml::de::Error>,
+    },
+    #[error("{path}: {msg}")]
+    Invalid { path: String, msg: String },
+}
+
+/// A whole config file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    pub eal: EalOptions,
+    pub mempool: MempoolOptions,
+    #[serde(rename = "port")]
+    pub ports: Vec<PortConfig>,
+    pub linktest: LinkTestConfig,
+}
+
+/// One `[[port]]` table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PortConfig {
+    /// How tools refer to the port (`--port NAME`).
+    pub name: String,
+    /// `ring:LINK`, a vdev spec (`net_memif0,role=server,...`) or a PCI address.
+    pub device: String,
+    /// Our IPv4 address on this port.
+    #[serde(default = "default_ip")]
+    pub ip: Ipv4Addr,
+    /// CPU to pin this port's datapath thread to.
+    #[serde(default)]
+    pub core: Option<usize>,
+    #[serde(default = "one")]
+    pub rx_queues: u16,
+    #[serde(default = "one")]
+    pub tx_queues: u16,
+    #[serde(default = "desc")]
+    pub rx_desc: u16,
+    #[serde(default = "desc")]
+    pub tx_desc: u16,
+    #[serde(default)]
+    pub mtu: Option<u16>,
+    #[serde(default = "yes")]
+    pub promiscuous: bool,
+}
+
+fn default_ip() -> Ipv4Addr {
+    Ipv4Addr::new(198, 18, 0, 1)
+}
+fn one() -> u16 {
+    1
+}
+fn desc() -> u16 {
+    1024
+}
+fn yes() -> bool {
+    true
+}
+
+impl PortConfig {
+    pub fn device(&self) -> Result<Device, crate::dpdk::InvalidOption> {
+        Device::parse(&self.device)
+    }
+
+    pub fn options(&self) -> PortOptions {
+        PortOptions {
+            rx_queues: self.rx_queues,
+            tx_queues: self.tx_queues,
+            rx_desc: self.rx_desc,
+            tx_desc: self.tx_desc,
+            mtu: self.mtu,
+            promiscuous: self.promiscuous,
+        }
+    }
+}
+
+/// The `[linktest]` table: the probe stream of `ferroce linktest` and `demo`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LinkTestConfig {
+    /// Probes to send.
+    pub count: u64,
+    /// Payload bytes per probe (a RoCE path MTU is 256..4096).
+    pub payload: usize,
+    /// Probes in flight at most.
+    pub window: u64,
+    /// Give up after this many milliseconds.
+    pub timeout_ms: u64,
+}
+
+impl Default for LinkTestConfig {
+    fn default() -> Self {
+        LinkTestConfig {
+            count: 100_000,
+            payload: 1024,
+            window: 64,
+            timeout_ms: 20_000,
+        }
+    }
+}
+
+impl Config {
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let p = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: p.clone(),
+            source,
+        })?;
+        Config::parse(&text, &p)
+    }
+
+    /// Parses and checks a config; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
+        let cfg: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: origin.to_string(),
+            source: Box::new(e),
+        })?;
+        cfg.check().map_err(|msg| ConfigError::Invalid {
+            path: origin.to_string(),
+            msg,
+        })?;
+        Ok(cfg)
+    }
+
+    fn check(&self) -> Result<(), String> {
+        let mut names = std::collections::HashSet::new();
+        let mut links: std::collections::HashMap<String, usize> = Default::default();
+        for p in &self.ports {
+            if !names.insert(p.name.as_str()) {
+                return Err(format!("two ports are named {:?}", p.name));
+            }
+            match p.device().map_err(|e| format!("port {:?}: {e}", p.name))? {
+                Device::Ring(l) => *links.entry(l).or_default() += 1,
+                _ => {}
+            }
+            if p.rx_queues == 0 || p.tx_queues == 0 {
+                return Err(format!(
+                    "port {:?}: a port needs at least one rx and one tx queue",
+                    p.name
+                ));
+            }
+            if let Some(mtu) = p.mtu {
+                if !(68..=9600).contains(&mtu) {
+                    return Err(format!("port {:?}: mtu {mtu} is outside 68..=9600", p.name));
+                }
+            }
+        }
+        if let Some((l, n)) = links.iter().find(|(_, n)| **n != 2) {
+            return Err(format!(
+                "ring link {l:?} has {n} end(s); it needs exactly two ports"
+            ));
+        }
+        if self.mempool.mbufs < 64 {
+            return Err("mempool.mbufs must be at least 64".into());
+        }
+        let lt = &self.linktest;
+        if !(8..=9000).contains(&lt.payload) {
+            return Err(format!(
+                "linktest.payload {} is outside 8..=9000",
+                lt.payload
+            ));
+        }
+        let frame = crate::engine::probe::OVERHEAD + lt.payload + 3;
+        if frame > usize::from(self.mempool.data_room) {
+            return Err(format!(
+                "linktest.payload {} makes {frame}-byte frames, more than mempool.data_room {}",
+                lt.payload, self.mempool.data_room
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn port(&self, name: &str) -> Option<&PortConfig> {
+        self.ports.iter().find(|p| p.name == name)
+    }
+}
+
+/// The config `ferroce demo` uses when given none: two ports joined by an
+/// in-process ring link.
+pub const DEMO: &str = include_str!("../configs/demo.toml");
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_shipped_config_parses() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/configs");
+        let mut n = 0;
+        for e in std::fs::read_dir(dir).unwrap() {
+            let path = e.unwrap().path();
+            if path.extension().is_some_and(|x| x == "toml") {
+                Config::load(&path).unwrap_or_else(|e| panic!("{e}"));
+                n += 1;
+            }
+        }
+        assert!(n >= 6, "only {n} configs");
+    }
+
+    #[test]
+    fn mistakes_are_named() {
+        let e = |t: &str| Config::parse(t, "t.toml").unwrap_err().to_string();
+        assert!(e("[eal]\nhugepage = \"on\"").contains("unknown field"));
+        assert!(e("[[port]]\nname=\"a\"\ndevice=\"ring:x\"").contains("needs exactly two"));
+        assert!(e("[[port]]\nname=\"a\"\ndevice=\"net_null0\"\n[[port]]\nname=\"a\"\ndevice=\"net_null1\"").contains("two ports"));
+        assert!(e("[[port]]\nname=\"a\"\ndevice=\"net_null0\"\nmtu=20").contains("mtu"));
+        assert!(e("[linktest]\npayload=5000").contains("data_room"));
+        assert!(e("[eal]\nhugepages = \"sometimes\"").contains("unknown variant"));
+    }
+}

@@ -1,0 +1,114 @@
+//! The Environment Abstraction Layer: started once per process from
+//! [`EalOptions`] and the devices the ports will use, cleaned up when the last
+//! handle drops.
+//!
+//! Memory: with `hugepages = "auto"` (the default) the EAL uses hugepages
+//! when the kernel has free ones, and otherwise falls back to `--no-huge` and
+//! says so in one log line. By default it runs `--in-memory` (no runtime files,
+//! no shared config) with telemetry off, so a run leaves nothing behind.
+
+use super::error::{Error, Result};
+use super::ffi;
+use super::options::{eal_args, Device, EalOptions, HugepageState};
+use std::ffi::CString;
+use std::os::raw::{c_char, c_int};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// Set by the first `Eal::init` of the process: DPDK cannot start twice.
+static STARTED: AtomicBool = AtomicBool::new(false);
+/// Mempools that still had mbufs out when dropped and were leaked on
+/// purpose; while any exists the EAL's memory must stay mapped.
+pub(crate) static LEAKED_POOLS: AtomicUsize = AtomicUsize::new(0);
+
+/// A handle on the running EAL; clones share it, the last drop cleans up.
+#[derive(Clone)]
+pub struct Eal(Arc<EalInner>);
+
+struct EalInner {
+    args: Vec<String>,
+    hugepages: bool,
+    /// The EAL's runtime directory (/var/run/dpdk/PREFIX), removed at
+    /// clean-up when empty.
+    runtime_dir: Option<std::path::PathBuf>,
+}
+
+impl Eal {
+    /// Starts the EAL with `opts`, giving it `devices` (vdevs and PCI
+    /// functions; ring links need nothing from the EAL).
+    pub fn init(opts: &EalOptions, devices: &[Device]) -> Result<Eal> {
+        if STARTED.swap(true, Ordering::SeqCst) {
+            return Err(Error::AlreadyInitialised);
+        }
+        let (args, hugepages) = eal_args(opts, devices, HugepageState::read())?;
+        let argv_owned: Vec<CString> = args
+            .iter()
+            .map(|a| {
+                CString::new(a.as_str())
+                    .map_err(|_| Error::Invalid(format!("NUL in EAL argument {a:?}")))
+            })
+            .collect::<Result<_>>()?;
+        // The EAL may keep pointers into argv: leak the strings (once per process).
+        let mut argv: Vec<*mut c_char> = argv_owned.into_iter().map(|c| c.into_raw()).collect();
+        let argc = argv.len() as c_int;
+        argv.push(std::ptr::null_mut());
+        let argv = Box::leak(argv.into_boxed_slice());
+        log::debug!("EAL arguments: {}", args.join(" "));
+        // SAFETY: argv holds argc valid NUL-terminated strings followed by a
+        // NULL, leaked so they outlive the EAL; STARTED guarantees one call.
+        let ret = unsafe { ffi::rte_eal_init(argc, argv.as_mut_ptr()) };
+        if ret < 0 {
+            let errno = super::error::last_errno();
+            return Err(Error::EalInit {
+                errno,
+                text: super::error::strerror(errno),
+                args: args.join(" "),
+            });
+        }
+        // SAFETY: the EAL is initialised; the result is a NUL-terminated path
+        // string owned by the EAL.
+        let dir = unsafe { std::ffi::CStr::from_ptr(ffi::rte_eal_get_runtime_dir()) };
+        let runtime_dir = Some(std::path::PathBuf::from(dir.to_string_lossy().into_owned()));
+        Ok(Eal(Arc::new(EalInner {
+            args,
+            hugepages,
+            runtime_dir,
+        })))
+    }
+
+    /// Whether the EAL runs on hugepages (false: the `--no-huge` fallback).
+    pub fn hugepages(&self) -> bool {
+        self.0.hugepages
+    }
+
+    /// The arguments the EAL was started with.
+    pub fn args(&self) -> &[String] {
+        &self.0.args
+    }
+
+    /// The NUMA socket of the calling thread.
+    pub fn socket_id(&self) -> i32 {
+        // SAFETY: the EAL is initialised (we hold a handle).
+        unsafe { ffi::rte_socket_id() as i32 }
+    }
+}
+
+impl Drop for EalInner {
+    fn drop(&mut self) {
+        if LEAKED_POOLS.load(Ordering::SeqCst) > 0 {
+            log::warn!("EAL clean-up skipped: a mempool still had mbufs outstanding");
+            return;
+        }
+        // SAFETY: the last handle is gone: every port and mempool (which hold
+        // handles) has been released, so nothing uses EAL memory any more.
+        let ret = unsafe { ffi::rte_eal_cleanup() };
+        if ret < 0 {
+            log::warn!("rte_eal_cleanup: {}", super::error::strerror(-ret));
+        }
+        // The EAL makes its runtime directory even when it puts nothing in
+        // it (--in-memory, --no-shconf): leave no trace of the run.
+        if let Some(d) = &self.runtime_dir {
+            let _ = std::fs::remove_dir(d);
+        }
+    }
+}

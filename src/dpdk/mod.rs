@@ -1,0 +1,66 @@
+//! The DPDK datapath layer: the crate's only `unsafe` code and all of its FFI.
+//!
+//! Our own bindings (build.rs: bindgen over `dpdk/wrapper.h` from an
+//! allowlist, plus a C shim for DPDK's static-inline functions) sit in a
+//! private `ffi` module; this module wraps them in owned, typed handles:
+//!
+//! - [`Eal`]: started once per process from [`EalOptions`] and the ports'
+//!   [`Device`]s; hugepages when available, else a logged `--no-huge`
+//!   fallback; cleaned up when the last handle drops;
+//! - [`Mempool`]: packet-buffer pools, passed explicitly;
+//! - [`Mbuf`]: an owned packet buffer, freed on drop, `into_raw` for TX;
+//! - [`Port`] / [`PortQueue`]: ports with N queues; a `PortQueue` implements
+//!   [`crate::backend::Backend`] with rx bursts into a caller's fixed array
+//!   and tx bursts that keep the unsent;
+//! - [`TscClock`]: the TSC as a [`crate::time::Clock`];
+//! - [`lcore`]: pinning and registering datapath threads;
+//! - [`HugeMem`]: hugepage-backed memory for registered memory regions.
+//!
+//! The option types ([`options`]) are plain data and exist without the
+//! `dpdk` feature too; everything else needs it. Every `unsafe` block
+//! carries a `// SAFETY:` line.
+
+#![allow(unsafe_code)]
+
+pub mod options;
+pub use options::{
+    eal_args, Device, EalOptions, HugepageMode, HugepageState, InvalidOption, MempoolOptions,
+    PortOptions,
+};
+
+#[cfg(feature = "dpdk")]
+mod ffi;
+
+#[cfg(feature = "dpdk")]
+pub mod bare;
+#[cfg(feature = "dpdk")]
+mod clock;
+#[cfg(feature = "dpdk")]
+mod eal;
+#[cfg(feature = "dpdk")]
+mod error;
+#[cfg(feature = "dpdk")]
+mod hugemem;
+#[cfg(feature = "dpdk")]
+pub mod lcore;
+#[cfg(feature = "dpdk")]
+mod mbuf;
+#[cfg(feature = "dpdk")]
+mod mempool;
+#[cfg(feature = "dpdk")]
+mod port;
+
+#[cfg(feature = "dpdk")]
+pub use {
+    clock::{cycles, TscClock},
+    eal::Eal,
+    error::{Error, Result},
+    hugemem::HugeMem,
+    mbuf::{free_burst, Mbuf},
+    mempool::{Mempool, HEADROOM},
+    port::{LinkStatus, MacAddr, Port, PortId, PortQueue, PortStats, QueueId},
+};
+
+/// The DPDK version the crate was built against (from pkg-config).
+#[cfg(feature = "dpdk")]
+pub const DPDK_VERSION: &str = env!("FERROCE_DPDK_VERSION");

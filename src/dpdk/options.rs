@@ -1,0 +1,362 @@
+//! What the DPDK layer is configured with: plain data, parsed from TOML and
+//! checked without DPDK, so it builds with or without the `dpdk` feature.
+
+#![deny(unsafe_code)]
+
+/// A bad option value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct InvalidOption(pub String);
+
+type Result<T> = std::result::Result<T, InvalidOption>;
+
+/// Whether the EAL should use hugepages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HugepageMode {
+    /// Hugepages when the kernel has enough free ones, else `--no-huge`.
+    #[default]
+    Auto,
+    /// Hugepages or fail.
+    On,
+    /// Always `--no-huge` (works unprivileged and anywhere; slower).
+    Off,
+}
+
+/// How to start the EAL (the `[eal]` table of a config file).
+#[derive(Debug, Clone, PartialEq, serde::Deserialize, serde::Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EalOptions {
+    /// The EAL's core list (`-l`); the datapath threads are pinned by the engine.
+    pub lcores: String,
+    pub hugepages: HugepageMode,
+    /// Memory to reserve in MiB (`-m`); with hugepages, 0 lets the EAL grow on demand.
+    pub memory_mb: u32,
+    /// A `--file-prefix` for multi-process setups; `None` runs `--in-memory`.
+    pub file_prefix: Option<String>,
+    /// The EAL's `--log-level` (e.g. "*:warning", "pmd.net.memif:debug").
+    pub log_level: String,
+    /// Any further EAL arguments, verbatim.
+    pub extra_args: Vec<String>,
+}
+
+impl Default for EalOptions {
+    fn default() -> Self {
+        EalOptions {
+            lcores: "0".into(),
+            hugepages: HugepageMode::Auto,
+            memory_mb: 256,
+            file_prefix: None,
+            log_level: "*:warning".into(),
+            extra_args: Vec::new(),
+        }
+    }
+}
+
+/// Where a port comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Device {
+    /// A virtual device given to the EAL as `--vdev` (e.g.
+    /// `net_memif0,role=server,socket=/tmp/f.sock`).
+    Vdev(String),
+    /// A PCI function given to the EAL as `-a` (e.g. `0000:03:00.0` with
+    /// optional `,key=value` device arguments).
+    Pci(String),
+    /// One end of an in-process link of two rings (`ring:NAME`): two ports
+    /// naming the same link are cross-connected.
+    Ring(String),
+}
+
+impl Device {
+    /// Parses `ring:NAME`, a PCI address (`[dddd:]bb:dd.f[,args]`) or a vdev spec.
+    pub fn parse(spec: &str) -> Result<Device> {
+        let spec = spec.trim();
+        if let Some(name) = spec.strip_prefix("ring:") {
+            if name.is_empty() || name.len() > 20 {
+                return Err(InvalidOption(format!(
+                    "ring link name {name:?} must be 1..=20 characters"
+                )));
+            }
+            return Ok(Device::Ring(name.to_string()));
+        }
+        let head = spec.split(',').next().unwrap_or("");
+        if head.is_empty() {
+            return Err(InvalidOption("empty device spec".into()));
+        }
+        if is_pci_address(head) {
+            Ok(Device::Pci(spec.to_string()))
+        } else {
+            Ok(Device::Vdev(spec.to_string()))
+        }
+    }
+
+    /// The name DPDK gives the port (what `rte_eth_dev_get_port_by_name` takes).
+    pub fn port_name(&self) -> &str {
+        match self {
+            Device::Vdev(s) | Device::Pci(s) => s.split(',').next().unwrap_or(""),
+            Device::Ring(s) => s,
+        }
+    }
+}
+
+fn is_pci_address(s: &str) -> bool {
+    // dddd:bb:dd.f or bb:dd.f, hex digits
+    let parts: Vec<&str> = s.split(':').collect();
+    let (bus, devfn) = match parts.as_slice() {
+        [dom, bus, devfn] if dom.len() == 4 && dom.chars().all(|c| c.is_ascii_hexdigit()) => {
+            (bus, devfn)
+        }
+        [bus, devfn] => (bus, devfn),
+        _ => return false,
+    };
+    let Some((dev, func)) = devfn.split_once('.') else {
+        return false;
+    };
+    bus.len() == 2
+        && dev.len() == 2
+        && func.len() == 1
+        && [*bus, dev, func]
+            .iter()
+            .all(|p| p.chars().all(|c| c.is_ascii_hexdigit()))
+}
+
+/// Free hugepages of the default size and whether a hugetlbfs is mounted,
+/// read from /proc (no privilege needed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HugepageState {
+    pub free_pages: u64,
+    pub page_kib: u64,
+    pub hugetlbfs_mounted: bool,
+}
+
+impl HugepageState {
+    pub fn read() -> HugepageState {
+        let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+        let field = |name: &str| -> u64 {
+            meminfo
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|rest| rest.trim().split_whitespace().next()?.parse().ok())
+                .unwrap_or(0)
+        };
+        let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
+        HugepageState {
+            free_pages: field("HugePages_Free:"),
+            page_kib: field("Hugepagesize:"),
+            hugetlbfs_mounted: mounts
+                .lines()
+                .any(|l| l.split_whitespace().nth(2) == Some("hugetlbfs")),
+        }
+    }
+
+    pub fn free_mib(&self) -> u64 {
+        self.free_pages * self.page_kib / 1024
+    }
+}
+
+/// The EAL argument list for these options, devices and hugepage state, and
+/// whether it uses hugepages. Pure, so it is tested without starting DPDK.
+pub fn eal_args(
+    opts: &EalOptions,
+    devices: &[Device],
+    huge: HugepageState,
+) -> Result<(Vec<String>, bool)> {
+    let mut a: Vec<String> = vec!["ferroce".into(), "-l".into(), opts.lcores.clone()];
+    a.push("--no-telemetry".into());
+    a.push(format!("--log-level={}", opts.log_level));
+    let need_mib = u64::from(opts.memory_mb.max(64));
+    let use_huge = match opts.hugepages {
+        HugepageMode::Off => false,
+        HugepageMode::On => {
+            if huge.free_mib() == 0 {
+                return Err(InvalidOption(
+                    "hugepages = \"on\" but the kernel has no free hugepages \
+                     (echo N > /proc/sys/vm/nr_hugepages)"
+                        .into(),
+                ));
+            }
+            true
+        }
+        HugepageMode::Auto => {
+            let ok = huge.free_mib() >= need_mib
+                && (huge.hugetlbfs_mounted || opts.file_prefix.is_none());
+            if !ok {
+                log::info!(
+                    "no hugepages available ({} MiB free, {} MiB wanted{}): falling back to --no-huge -m {} (slower DMA memory, fine for virtual devices)",
+                    huge.free_mib(),
+                    need_mib,
+                    if huge.hugetlbfs_mounted { "" } else { ", no hugetlbfs mounted" },
+                    need_mib
+                );
+            }
+            ok
+        }
+    };
+    // Leave nothing behind: `--in-memory` with hugepages; `--no-huge` cannot
+    // be combined with it, so there `--no-shconf` keeps the shared config
+    // out of the file system.
+    match (&opts.file_prefix, use_huge) {
+        (Some(p), _) => a.extend(["--file-prefix".into(), p.clone()]),
+        (None, true) => a.push("--in-memory".into()),
+        (None, false) => a.extend([
+            "--no-shconf".into(),
+            "--file-prefix".into(),
+            format!("ferroce-{}", std::process::id()),
+        ]),
+    }
+    if use_huge {
+        if opts.memory_mb > 0 && opts.hugepages == HugepageMode::On {
+            a.extend(["-m".into(), opts.memory_mb.to_string()]);
+        }
+    } else {
+        a.extend(["--no-huge".into(), "-m".into(), need_mib.to_string()]);
+    }
+    let mut any_pci = false;
+    for d in devices {
+        match d {
+            Device::Vdev(s) => a.extend(["--vdev".into(), s.clone()]),
+            Device::Pci(s) => {
+                any_pci = true;
+                a.extend(["-a".into(), s.clone()]);
+            }
+            Device::Ring(_) => {}
+        }
+    }
+    if !any_pci {
+        a.push("--no-pci".into());
+    }
+    a.extend(opts.extra_args.iter().cloned());
+    Ok((a, use_huge))
+}
+
+/// Sizes of a pool (the `[mempool]` table of a config file).
+#[derive(Debug, Clone, PartialEq, serde::Deserialize, serde::Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MempoolOptions {
+    /// Number of mbufs (best as 2^k - 1).
+    pub mbufs: u32,
+    /// Per-lcore cache size.
+    pub cache: u32,
+    /// Bytes of data room per mbuf after the 128 B headroom: room for one
+    /// RoCE frame at path MTU 4096 (4096 + headers + ICRC) by default.
+    pub data_room: u16,
+}
+
+impl Default for MempoolOptions {
+    fn default() -> Self {
+        MempoolOptions {
+            mbufs: 8191,
+            cache: 256,
+            data_room: 4352,
+        }
+    }
+}
+
+/// How to set a port up (the per-port part of a config file).
+#[derive(Debug, Clone, PartialEq, serde::Deserialize, serde::Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PortOptions {
+    pub rx_queues: u16,
+    pub tx_queues: u16,
+    pub rx_desc: u16,
+    pub tx_desc: u16,
+    /// L3 MTU to set; `None` keeps the device's. RoCE at path MTU 4096 needs
+    /// at least 4096 + 82 bytes (headers and ICRC).
+    pub mtu: Option<u16>,
+    pub promiscuous: bool,
+}
+
+impl Default for PortOptions {
+    fn default() -> Self {
+        PortOptions {
+            rx_queues: 1,
+            tx_queues: 1,
+            rx_desc: 1024,
+            tx_desc: 1024,
+            mtu: None,
+            promiscuous: true,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NO_HUGE: HugepageState = HugepageState {
+        free_pages: 0,
+        page_kib: 2048,
+        hugetlbfs_mounted: false,
+    };
+    const HUGE: HugepageState = HugepageState {
+        free_pages: 512,
+        page_kib: 2048,
+        hugetlbfs_mounted: true,
+    };
+
+    #[test]
+    fn device_specs_parse() {
+        assert_eq!(Device::parse("ring:l0").unwrap(), Device::Ring("l0".into()));
+        assert_eq!(
+            Device::parse("0000:03:00.1").unwrap(),
+            Device::Pci("0000:03:00.1".into())
+        );
+        assert_eq!(
+            Device::parse("03:00.1,dv_flow_en=1").unwrap().port_name(),
+            "03:00.1"
+        );
+        let m = Device::parse("net_memif0,role=server,socket=/tmp/x.sock").unwrap();
+        assert_eq!(m.port_name(), "net_memif0");
+        assert!(matches!(m, Device::Vdev(_)));
+        assert!(Device::parse("").is_err());
+        assert!(Device::parse("ring:").is_err());
+    }
+
+    #[test]
+    fn auto_falls_back_to_no_huge_without_hugepages() {
+        let (a, huge) = eal_args(&EalOptions::default(), &[], NO_HUGE).unwrap();
+        assert!(!huge);
+        let s = a.join(" ");
+        assert!(s.contains("--no-huge -m 256"), "{s}");
+        assert!(
+            s.contains("--no-shconf") && s.contains("--no-pci") && s.contains("--no-telemetry")
+        );
+        assert!(
+            !s.contains("--in-memory"),
+            "--in-memory is incompatible with --no-huge"
+        );
+    }
+
+    #[test]
+    fn auto_uses_hugepages_when_free_and_on_fails_without() {
+        let (a, huge) = eal_args(&EalOptions::default(), &[], HUGE).unwrap();
+        assert!(huge && !a.iter().any(|x| x == "--no-huge"));
+        assert!(a.iter().any(|x| x == "--in-memory"));
+        let on = EalOptions {
+            hugepages: HugepageMode::On,
+            ..Default::default()
+        };
+        assert!(eal_args(&on, &[], NO_HUGE).is_err());
+    }
+
+    #[test]
+    fn devices_become_eal_arguments() {
+        let devs = [
+            Device::parse("net_null0").unwrap(),
+            Device::parse("0000:01:00.0").unwrap(),
+            Device::parse("ring:x").unwrap(),
+        ];
+        let opts = EalOptions {
+            file_prefix: Some("p1".into()),
+            ..Default::default()
+        };
+        let (a, _) = eal_args(&opts, &devs, NO_HUGE).unwrap();
+        let s = a.join(" ");
+        assert!(
+            s.contains("--vdev net_null0")
+                && s.contains("-a 0000:01:00.0")
+                && s.contains("--file-prefix p1")
+        );
+        assert!(!s.contains("--no-pci") && !s.contains("--in-memory"));
+    }
+}

@@ -1,0 +1,514 @@
+//! Ethernet ports and their queues. A [`Port`] is configured, started and
+//! stopped here; a [`PortQueue`] (one rx and one tx queue of it) is what the
+//! engine's poll loop owns, and implements [`Backend`].
+
+use super::eal::Eal;
+use super::error::{check, from_errno, Error, Result};
+use super::ffi;
+use super::mbuf::{free_burst, Mbuf};
+use super::mempool::Mempool;
+use super::options::{Device, PortOptions};
+use crate::backend::{Backend, Burst, BURST};
+use std::ffi::CString;
+use std::fmt;
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+/// A DPDK port number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PortId(pub u16);
+
+/// A queue number within a port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct QueueId(pub u16);
+
+/// A MAC address.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct MacAddr(pub [u8; 6]);
+
+impl fmt::Display for MacAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let m = self.0;
+        write!(
+            f,
+            "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+            m[0], m[1], m[2], m[3], m[4], m[5]
+        )
+    }
+}
+
+impl fmt::Debug for MacAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+/// Link state as the PMD reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LinkStatus {
+    pub up: bool,
+    pub speed_mbps: u32,
+    pub full_duplex: bool,
+}
+
+/// The PMD's basic counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PortStats {
+    pub ipackets: u64,
+    pub opackets: u64,
+    pub ibytes: u64,
+    pub obytes: u64,
+    /// Frames the NIC dropped because the rx queue was full.
+    pub imissed: u64,
+    pub ierrors: u64,
+    pub oerrors: u64,
+    /// Rx failures for want of an mbuf.
+    pub rx_nombuf: u64,
+}
+
+/// A started Ethernet port; stopped and closed when the last handle drops.
+#[derive(Clone)]
+pub struct Port(Arc<PortInner>);
+
+struct PortInner {
+    id: PortId,
+    name: String,
+    opts: PortOptions,
+    /// For ring links: the rings both ends share, freed after both close.
+    _link: Option<Arc<RingLink>>,
+    pool: Mempool,
+    _eal: Eal,
+}
+
+// SAFETY: the port is configured before it is shared and closed after the
+// last handle; in between, each queue is polled by the one PortQueue that
+// owns it, and the control calls we make (stats, link, MAC) are safe to call
+// concurrently with the datapath in DPDK.
+unsafe impl Send for PortInner {}
+// SAFETY: see Send.
+unsafe impl Sync for PortInner {}
+
+impl Port {
+    /// Configures and starts the port behind `device` (a vdev or PCI function
+    /// the EAL was given). Ring links are made with [`Port::ring_pair`].
+    pub fn open(eal: &Eal, device: &Device, pool: &Mempool, opts: &PortOptions) -> Result<Port> {
+        if let Device::Ring(name) = device {
+            return Err(Error::Invalid(format!(
+                "ring link {name:?}: open both ends with Port::ring_pair"
+            )));
+        }
+        let name = device.port_name();
+        let cname =
+            CString::new(name).map_err(|_| Error::Invalid(format!("port name {name:?}")))?;
+        let mut id = 0u16;
+        // SAFETY: cname is a valid C string and id a valid out pointer.
+        let ret = unsafe { ffi::rte_eth_dev_get_port_by_name(cname.as_ptr(), &mut id) };
+        if ret != 0 {
+            return Err(Error::PortNotFound(name.to_string()));
+        }
+        let inner = PortInner {
+            id: PortId(id),
+            name: name.to_string(),
+            opts: opts.clone(),
+            _link: None,
+            pool: pool.clone(),
+            _eal: eal.clone(),
+        };
+        inner.setup()?;
+        Ok(Port(Arc::new(inner)))
+    }
+
+    /// Two ports joined by rings inside this process: what one transmits the
+    /// other receives (DPDK's ring PMD, `rte_eth_from_rings`).
+    pub fn ring_pair(
+        eal: &Eal,
+        link: &str,
+        pool: &Mempool,
+        opts: &PortOptions,
+    ) -> Result<(Port, Port)> {
+        let nq = opts.rx_queues.max(opts.tx_queues).max(1);
+        let ring_size = u32::from(opts.rx_desc.max(64)).next_power_of_two();
+        let mut rings = RingLink {
+            ab: Vec::new(),
+            ba: Vec::new(),
+        };
+        for q in 0..nq {
+            rings
+                .ab
+                .push(make_ring(&format!("{link}_ab{q}"), ring_size, eal)?);
+            rings
+                .ba
+                .push(make_ring(&format!("{link}_ba{q}"), ring_size, eal)?);
+        }
+        let rings = Arc::new(rings);
+        let a = Self::from_rings(eal, &format!("{link}_a"), &rings, false, pool, opts)?;
+        let b = Self::from_rings(eal, &format!("{link}_b"), &rings, true, pool, opts)?;
+        Ok((a, b))
+    }
+
+    fn from_rings(
+        eal: &Eal,
+        name: &str,
+        rings: &Arc<RingLink>,
+        b_end: bool,
+        pool: &Mempool,
+        opts: &PortOptions,
+    ) -> Result<Port> {
+        let cname =
+            CString::new(name).map_err(|_| Error::Invalid(format!("port name {name:?}")))?;
+        let (rx, tx) = if b_end {
+            (&rings.ab, &rings.ba)
+        } else {
+            (&rings.ba, &rings.ab)
+        };
+        let mut rxp: Vec<*mut ffi::rte_ring> = rx.iter().map(|r| r.as_ptr()).collect();
+        let mut txp: Vec<*mut ffi::rte_ring> = tx.iter().map(|r| r.as_ptr()).collect();
+        // SAFETY: the ring arrays hold valid rings that outlive the port
+        // (each end holds the RingLink, which frees them after both close).
+        let ret = unsafe {
+            ffi::rte_eth_from_rings(
+                cname.as_ptr(),
+                rxp.as_mut_ptr(),
+                rxp.len() as u32,
+                txp.as_mut_ptr(),
+                txp.len() as u32,
+                eal.socket_id() as u32,
+            )
+        };
+        if ret < 0 {
+            return Err(from_errno("rte_eth_from_rings"));
+        }
+        let inner = PortInner {
+            id: PortId(ret as u16),
+            name: name.to_string(),
+            opts: opts.clone(),
+            _link: Some(rings.clone()),
+            pool: pool.clone(),
+            _eal: eal.clone(),
+        };
+        inner.setup()?;
+        Ok(Port(Arc::new(inner)))
+    }
+
+    pub fn id(&self) -> PortId {
+        self.0.id
+    }
+
+    pub fn name(&self) -> &str {
+        &self.0.name
+    }
+
+    pub fn options(&self) -> &PortOptions {
+        &self.0.opts
+    }
+
+    pub fn mempool(&self) -> &Mempool {
+        &self.0.pool
+    }
+
+    pub fn mac(&self) -> Result<MacAddr> {
+        let mut a = ffi::rte_ether_addr::default();
+        // SAFETY: valid port id and out pointer.
+        check("rte_eth_macaddr_get", unsafe {
+            ffi::rte_eth_macaddr_get(self.0.id.0, &mut a)
+        })?;
+        Ok(MacAddr(a.addr_bytes))
+    }
+
+    pub fn mtu(&self) -> Result<u16> {
+        let mut mtu = 0u16;
+        // SAFETY: valid port id and out pointer.
+        check("rte_eth_dev_get_mtu", unsafe {
+            ffi::rte_eth_dev_get_mtu(self.0.id.0, &mut mtu)
+        })?;
+        Ok(mtu)
+    }
+
+    pub fn link(&self) -> Result<LinkStatus> {
+        let mut l = ffi::rte_eth_link::default();
+        // SAFETY: valid port id and out pointer.
+        check("rte_eth_link_get_nowait", unsafe {
+            ffi::rte_eth_link_get_nowait(self.0.id.0, &mut l)
+        })?;
+        Ok(LinkStatus {
+            up: l.link_status() != 0,
+            speed_mbps: l.link_speed,
+            full_duplex: l.link_duplex() != 0,
+        })
+    }
+
+    /// Polls the link state until it is up or `timeout` passes.
+    pub fn wait_link_up(&self, timeout: std::time::Duration) -> Result<LinkStatus> {
+        let start = std::time::Instant::now();
+        loop {
+            let l = self.link()?;
+            if l.up || start.elapsed() >= timeout {
+                return Ok(l);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
+    pub fn stats(&self) -> Result<PortStats> {
+        let mut s = ffi::rte_eth_stats::default();
+        // SAFETY: valid port id and out pointer.
+        check("rte_eth_stats_get", unsafe {
+            ffi::rte_eth_stats_get(self.0.id.0, &mut s)
+        })?;
+        Ok(PortStats {
+            ipackets: s.ipackets,
+            opackets: s.opackets,
+            ibytes: s.ibytes,
+            obytes: s.obytes,
+            imissed: s.imissed,
+            ierrors: s.ierrors,
+            oerrors: s.oerrors,
+            rx_nombuf: s.rx_nombuf,
+        })
+    }
+
+    pub fn reset_stats(&self) -> Result<()> {
+        // SAFETY: valid port id.
+        check("rte_eth_stats_reset", unsafe {
+            ffi::rte_eth_stats_reset(self.0.id.0)
+        })?;
+        Ok(())
+    }
+
+    /// The (rx, tx) queue pair `q` as a backend for one poll loop. Each
+    /// queue must be owned by one `PortQueue` at a time.
+    pub fn queue(&self, q: QueueId) -> Result<PortQueue> {
+        if q.0 >= self.0.opts.rx_queues || q.0 >= self.0.opts.tx_queues {
+            return Err(Error::Invalid(format!(
+                "port {} has no queue {}",
+                self.0.name, q.0
+            )));
+        }
+        Ok(PortQueue {
+            port: self.clone(),
+            id: self.0.id.0,
+            q: q.0,
+        })
+    }
+}
+
+impl PortInner {
+    fn setup(&self) -> Result<()> {
+        let port = self.id.0;
+        let mut info = ffi::rte_eth_dev_info::default();
+        // SAFETY: valid port id and out pointer.
+        check("rte_eth_dev_info_get", unsafe {
+            ffi::rte_eth_dev_info_get(port, &mut info)
+        })?;
+        let o = &self.opts;
+        if o.rx_queues == 0
+            || o.tx_queues == 0
+            || o.rx_queues > info.max_rx_queues
+            || o.tx_queues > info.max_tx_queues
+        {
+            return Err(Error::Invalid(format!(
+                "port {}: {} rx / {} tx queues asked, the device has 1..={} / 1..={}",
+                self.name, o.rx_queues, o.tx_queues, info.max_rx_queues, info.max_tx_queues
+            )));
+        }
+        let mut conf = ffi::rte_eth_conf::default();
+        if let Some(mtu) = o.mtu {
+            conf.rxmode.mtu = u32::from(mtu);
+        }
+        // SAFETY: valid port id; conf is a fully initialised config.
+        check("rte_eth_dev_configure", unsafe {
+            ffi::rte_eth_dev_configure(port, o.rx_queues, o.tx_queues, &conf)
+        })?;
+        let (mut nrx, mut ntx) = (o.rx_desc, o.tx_desc);
+        // SAFETY: valid port id and out pointers.
+        check("rte_eth_dev_adjust_nb_rx_tx_desc", unsafe {
+            ffi::rte_eth_dev_adjust_nb_rx_tx_desc(port, &mut nrx, &mut ntx)
+        })?;
+        // SAFETY: valid port id.
+        let socket = unsafe { ffi::rte_eth_dev_socket_id(port) };
+        let socket = if socket < 0 {
+            ffi::SOCKET_ID_ANY
+        } else {
+            socket
+        } as u32;
+        for q in 0..o.rx_queues {
+            // SAFETY: configured port; NULL rxconf takes the PMD default; the
+            // pool outlives the port (we hold a handle to it).
+            check("rte_eth_rx_queue_setup", unsafe {
+                ffi::rte_eth_rx_queue_setup(
+                    port,
+                    q,
+                    nrx,
+                    socket,
+                    std::ptr::null(),
+                    self.pool.as_ptr(),
+                )
+            })?;
+        }
+        for q in 0..o.tx_queues {
+            // SAFETY: configured port; NULL txconf takes the PMD default.
+            check("rte_eth_tx_queue_setup", unsafe {
+                ffi::rte_eth_tx_queue_setup(port, q, ntx, socket, std::ptr::null())
+            })?;
+        }
+        if let Some(mtu) = o.mtu {
+            // SAFETY: valid port id.
+            let ret = unsafe { ffi::rte_eth_dev_set_mtu(port, mtu) };
+            if ret < 0 && ret != -(libc::ENOTSUP) {
+                check("rte_eth_dev_set_mtu", ret)?;
+            }
+        }
+        if o.promiscuous {
+            // SAFETY: valid port id. Not every PMD supports it; that is fine.
+            let _ = unsafe { ffi::rte_eth_promiscuous_enable(port) };
+        }
+        // SAFETY: configured port with all queues set up.
+        check("rte_eth_dev_start", unsafe { ffi::rte_eth_dev_start(port) })?;
+        Ok(())
+    }
+}
+
+impl Drop for PortInner {
+    fn drop(&mut self) {
+        // SAFETY: the last handle is gone, so no queue is polled any more.
+        unsafe {
+            let _ = ffi::rte_eth_dev_stop(self.id.0);
+            let _ = ffi::rte_eth_dev_close(self.id.0);
+        }
+        // `link` drops after this: the rings go with the last end.
+    }
+}
+
+/// The rings of an in-process link: `ab` carries a -> b, `ba` b -> a.
+struct RingLink {
+    ab: Vec<NonNull<ffi::rte_ring>>,
+    ba: Vec<NonNull<ffi::rte_ring>>,
+}
+
+// SAFETY: rings are multi-thread safe DPDK objects; each is used by one
+// producer and one consumer port queue.
+unsafe impl Send for RingLink {}
+// SAFETY: see Send.
+unsafe impl Sync for RingLink {}
+
+impl Drop for RingLink {
+    fn drop(&mut self) {
+        for r in self.ab.iter().chain(&self.ba) {
+            // Frames sent but never received go back to their pool.
+            drain_ring(*r);
+            // SAFETY: both ports of the link are closed (each held this
+            // RingLink), so nothing uses the ring any more.
+            unsafe { ffi::rte_ring_free(r.as_ptr()) }
+        }
+    }
+}
+
+fn make_ring(name: &str, size: u32, eal: &Eal) -> Result<NonNull<ffi::rte_ring>> {
+    let cname = CString::new(name).map_err(|_| Error::Invalid(format!("ring name {name:?}")))?;
+    // SAFETY: valid C string; single-producer / single-consumer flags suit
+    // one queue owner per end.
+    let r = unsafe {
+        ffi::rte_ring_create(
+            cname.as_ptr(),
+            size,
+            eal.socket_id(),
+            ffi::RING_F_SP_ENQ | ffi::RING_F_SC_DEQ,
+        )
+    };
+    NonNull::new(r).ok_or_else(|| from_errno("rte_ring_create"))
+}
+
+fn drain_ring(r: NonNull<ffi::rte_ring>) {
+    let mut raw = [std::ptr::null_mut::<std::ffi::c_void>(); BURST];
+    loop {
+        // SAFETY: r is a live ring of mbuf pointers; raw has room for BURST.
+        let n =
+            unsafe { ffi::ferroce_ring_dequeue_burst(r.as_ptr(), raw.as_mut_ptr(), BURST as u32) };
+        if n == 0 {
+            break;
+        }
+        for p in &raw[..n as usize] {
+            // SAFETY: every pointer in the ring is an mbuf a port enqueued and
+            // nobody else will dequeue.
+            unsafe { ffi::ferroce_pktmbuf_free(*p as *mut ffi::rte_mbuf) }
+        }
+    }
+}
+
+/// One rx queue and one tx queue of a port, owned by one poll loop.
+pub struct PortQueue {
+    port: Port,
+    id: u16,
+    q: u16,
+}
+
+impl PortQueue {
+    pub fn port(&self) -> &Port {
+        &self.port
+    }
+
+    pub fn queue_id(&self) -> QueueId {
+        QueueId(self.q)
+    }
+}
+
+impl Backend for PortQueue {
+    type Buf = Mbuf;
+
+    #[inline]
+    fn rx_burst(&mut self, out: &mut Burst<Mbuf>) -> usize {
+        let len = out.len();
+        let want = out.remaining_capacity();
+        if want == 0 {
+            return 0;
+        }
+        // SAFETY: Mbuf is repr(transparent) over a non-null mbuf pointer, so
+        // the burst's spare capacity is an array of `want` pointer slots that
+        // rx_burst fills; the first n become owned Mbufs via set_len. This
+        // PortQueue is the only poller of rx queue q.
+        unsafe {
+            let slots = out.as_mut_ptr().add(len) as *mut *mut ffi::rte_mbuf;
+            let n = usize::from(ffi::ferroce_rx_burst(self.id, self.q, slots, want as u16));
+            out.set_len(len + n);
+            n
+        }
+    }
+
+    #[inline]
+    fn alloc(&mut self) -> Option<Mbuf> {
+        self.port.0.pool.alloc()
+    }
+
+    #[inline]
+    fn tx_burst(&mut self, frames: &mut Burst<Mbuf>) -> usize {
+        let n = frames.len();
+        if n == 0 {
+            return 0;
+        }
+        // SAFETY: Mbuf is repr(transparent) over a non-null mbuf pointer, so
+        // the burst is an array of n owned mbuf pointers. The PMD takes
+        // ownership of the first `sent`; we then forget them (set_len) and
+        // move the unsent to the front. This PortQueue is the only user of
+        // tx queue q.
+        unsafe {
+            let base = frames.as_mut_ptr();
+            let sent = usize::from(ffi::ferroce_tx_burst(
+                self.id,
+                self.q,
+                base as *mut *mut ffi::rte_mbuf,
+                n as u16,
+            ));
+            frames.set_len(0);
+            if sent < n {
+                std::ptr::copy(base.add(sent), base, n - sent);
+            }
+            frames.set_len(n - sent);
+            sent
+        }
+    }
+
+    #[inline]
+    fn free_burst(&mut self, frames: &mut Burst<Mbuf>) {
+        free_burst(frames);
+    }
+}

@@ -1,0 +1,25 @@
+//! ferroce: a kernel-bypass, userspace RoCE v2 engine.
+//!
+//! A DPDK poll-mode datapath builds and parses RoCE v2 frames itself, runs a
+//! reliable-connected transport with ECN echo and DCQCN, and offers a
+//! verbs-like API. The layers, from the bottom:
+//!
+//! - [`time`]: `Instant` / `Duration` in nanoseconds, the `Clock` trait;
+//! - [`wire`]: RoCE v2 byte layouts and the ICRC;
+//! - [`backend`]: the `Backend` trait the engine drives, and backends that
+//!   need no DPDK;
+//! - [`dpdk`]: the DPDK layer, the only module with `unsafe` (feature `dpdk`);
+//! - [`engine`]: the poll loop, probe frames and the link test;
+//! - [`config`]: TOML configuration.
+//!
+//! The module rules (who may import whom) are in DESIGN.md and checked by
+//! `tests/layering.rs`.
+
+#![deny(unsafe_code)]
+
+pub mod backend;
+pub mod config;
+pub mod dpdk;
+pub mod engine;
+pub mod time;
+pub mod wire;

@@ -1,0 +1,465 @@
+//! The `ferroce` command line.
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand, ValueEnum};
+use ferroce::config::{self, Config};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "ferroce",
+    version,
+    about = "Kernel-bypass userspace RoCE v2 engine"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// The main job: two ports on DPDK virtual devices exchange RoCE frames,
+    /// verified byte for byte both ways.
+    Demo {
+        /// Config file (default: the built-in configs/demo.toml).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Probes to send (overrides [linktest] count).
+        #[arg(long)]
+        count: Option<u64>,
+        /// Payload bytes per probe (overrides [linktest] payload).
+        #[arg(long)]
+        payload: Option<usize>,
+    },
+    /// One end of a link test between two processes or hosts.
+    Linktest {
+        #[arg(long)]
+        config: PathBuf,
+        /// The [[port]] to use.
+        #[arg(long)]
+        port: String,
+        #[arg(long, value_enum)]
+        role: Role,
+        #[arg(long)]
+        count: Option<u64>,
+        #[arg(long)]
+        payload: Option<usize>,
+        #[arg(long)]
+        window: Option<u64>,
+        #[arg(long)]
+        timeout_ms: Option<u64>,
+        /// The peer's IPv4 address (default: ours with the last byte + 1 or - 1).
+        #[arg(long)]
+        peer_ip: Option<std::net::Ipv4Addr>,
+        /// The peer's MAC (default: broadcast).
+        #[arg(long)]
+        peer_mac: Option<String>,
+    },
+    /// Benchmarks.
+    Bench {
+        #[command(subcommand)]
+        what: BenchCmd,
+    },
+    /// The EAL, hugepages and ports of a config: MAC, MTU, link, counters.
+    Info {
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum BenchCmd {
+    /// rx+tx bursts through our Port layer vs a bare loop over the C shim,
+    /// on an in-process ring link, in the same run.
+    Io {
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Packets per measurement.
+        #[arg(long, default_value_t = 2_000_000)]
+        packets: u64,
+        /// Frame size in bytes.
+        #[arg(long, default_value_t = 64)]
+        frame_len: usize,
+        /// Alternating rounds of each loop.
+        #[arg(long, default_value_t = 7)]
+        rounds: usize,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum Role {
+    /// Send probes and check the answers.
+    Send,
+    /// Check probes and answer each.
+    Answer,
+}
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
+        .format_timestamp(None)
+        .format_target(false)
+        .init();
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("ferroce: error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn load(path: &Option<PathBuf>) -> Result<Config> {
+    Ok(match path {
+        Some(p) => Config::load(p)?,
+        None => Config::parse(config::DEMO, "built-in demo config")?,
+    })
+}
+
+#[cfg(not(feature = "dpdk"))]
+fn run(_cli: Cli) -> Result<bool> {
+    bail!("this ferroce was built without the `dpdk` feature; rebuild with default features")
+}
+
+#[cfg(feature = "dpdk")]
+fn run(cli: Cli) -> Result<bool> {
+    match cli.cmd {
+        Cmd::Demo {
+            config,
+            count,
+            payload,
+        } => {
+            let mut cfg = load(&config)?;
+            if let Some(c) = count {
+                cfg.linktest.count = c;
+            }
+            if let Some(p) = payload {
+                cfg.linktest.payload = p;
+            }
+            cmd::demo(&cfg)
+        }
+        Cmd::Linktest {
+            config,
+            port,
+            role,
+            count,
+            payload,
+            window,
+            timeout_ms,
+            peer_ip,
+            peer_mac,
+        } => {
+            let mut cfg = Config::load(&config)?;
+            let lt = &mut cfg.linktest;
+            lt.count = count.unwrap_or(lt.count);
+            lt.payload = payload.unwrap_or(lt.payload);
+            lt.window = window.unwrap_or(lt.window);
+            lt.timeout_ms = timeout_ms.unwrap_or(lt.timeout_ms);
+            let peer_mac = peer_mac.map(|m| parse_mac(&m)).transpose()?;
+            cmd::linktest(&cfg, &port, role == Role::Send, peer_ip, peer_mac)
+        }
+        Cmd::Bench {
+            what:
+                BenchCmd::Io {
+                    config,
+                    packets,
+                    frame_len,
+                    rounds,
+                },
+        } => cmd::bench_io(&load(&config)?, packets, frame_len, rounds),
+        Cmd::Info { config } => cmd::info(&load(&config)?),
+    }
+}
+
+fn parse_mac(s: &str) -> Result<[u8; 6]> {
+    let parts: Vec<&str> = s.split(':').collect();
+    if parts.len() != 6 {
+        bail!("MAC {s:?} is not six hex bytes separated by ':'");
+    }
+    let mut m = [0u8; 6];
+    for (b, p) in m.iter_mut().zip(parts) {
+        *b = u8::from_str_radix(p, 16).with_context(|| format!("MAC {s:?}"))?;
+    }
+    Ok(m)
+}
+
+#[cfg(feature = "dpdk")]
+mod cmd {
+    use super::*;
+    use ferroce::backend::Backend;
+    use ferroce::dpdk::{self, Port, TscClock};
+    use ferroce::engine::datapath::Datapath;
+    use ferroce::engine::linktest::{LinkReport, Responder, Sender};
+    use ferroce::engine::probe::Probe;
+    use ferroce::engine::{Counters, PollLoop};
+    use ferroce::time::{Clock, Duration};
+    use std::net::Ipv4Addr;
+
+    fn probe_between(
+        a: (&Port, Ipv4Addr),
+        b: ([u8; 6], Ipv4Addr),
+        payload: usize,
+    ) -> Result<Probe> {
+        Ok(Probe {
+            src_mac: a.0.mac()?.0,
+            dst_mac: b.0,
+            src_ip: a.1,
+            dst_ip: b.1,
+            src_qp: 0x11,
+            dest_qp: 0x12,
+            payload,
+        })
+    }
+
+    fn print_counters(name: &str, c: &Counters, port: &Port) -> Result<()> {
+        let s = port.stats()?;
+        println!("  port {name:<3} engine: {c}");
+        println!(
+            "  port {name:<3} pmd:    ipackets={} opackets={} ibytes={} obytes={} imissed={} ierrors={} oerrors={} rx_nombuf={}",
+            s.ipackets, s.opackets, s.ibytes, s.obytes, s.imissed, s.ierrors, s.oerrors, s.rx_nombuf
+        );
+        Ok(())
+    }
+
+    fn report_ok(who: &str, r: &LinkReport, want: u64) -> bool {
+        let ok = r.verified == want && r.mismatched == 0;
+        if !ok {
+            eprintln!(
+                "{who}: verified {} of {want}, {} mismatched",
+                r.verified, r.mismatched
+            );
+            for e in &r.errors {
+                eprintln!("  {e}");
+            }
+        }
+        ok
+    }
+
+    pub fn demo(cfg: &Config) -> Result<bool> {
+        let dp = Datapath::open(cfg, &["a", "b"])
+            .context("opening the demo ports (config needs ports \"a\" and \"b\")")?;
+        let clock = TscClock::new(&dp.eal);
+        let (ca, pa) = dp.port("a")?;
+        let (cb, pb) = dp.port("b")?;
+        if let Some(core) = ca.core {
+            dpdk::lcore::pin_current_thread(core)?;
+        }
+        let lt = &cfg.linktest;
+        let probe = probe_between((pa, ca.ip), (pb.mac()?.0, cb.ip), lt.payload)?;
+        println!(
+            "ferroce demo: DPDK {}, {} ({} <-> {}), {} probes of {} B (frames of {} B), window {}",
+            dpdk::DPDK_VERSION,
+            if dp.eal.hugepages() {
+                "hugepages"
+            } else {
+                "no hugepages"
+            },
+            ca.device,
+            cb.device,
+            lt.count,
+            lt.payload,
+            probe.frame_len(),
+            lt.window
+        );
+        let mut la = PollLoop::new(dp.queue("a")?);
+        let mut lb = PollLoop::new(dp.queue("b")?);
+        let mut s = Sender::new(probe, lt.count, lt.window);
+        let mut r = Responder::new(probe, lt.count);
+        let start = clock.now();
+        let deadline = start + Duration::from_millis(lt.timeout_ms);
+        loop {
+            let now = clock.now();
+            if s.done() || now >= deadline {
+                break;
+            }
+            la.poll(now, &mut s);
+            lb.poll(now, &mut r);
+        }
+        let secs = (clock.now() - start).as_secs_f64().max(1e-9);
+        let frames = (s.report.sent + r.report.sent) as f64;
+        let bytes = (la.counters().tx_bytes + lb.counters().tx_bytes) as f64;
+        println!(
+            "  a -> b: {} probes sent, {} verified at b; b -> a: {} answers, {} verified at a",
+            s.report.sent, r.report.verified, r.report.sent, s.report.verified
+        );
+        println!(
+            "  {:.3} s, {:.2} Mpps, {:.2} Gb/s of frames (both directions, one core)",
+            secs,
+            frames / secs / 1e6,
+            bytes * 8.0 / secs / 1e9
+        );
+        print_counters("a", la.counters(), pa)?;
+        print_counters("b", lb.counters(), pb)?;
+        let ok = report_ok("b", &r.report, lt.count) & report_ok("a", &s.report, lt.count);
+        drop((la.into_backend(), lb.into_backend()));
+        println!(
+            "  mempool: {} of {} mbufs free after the run",
+            dp.pool.available(),
+            dp.pool.size()
+        );
+        println!("demo {}", if ok { "OK" } else { "FAILED" });
+        Ok(ok)
+    }
+
+    pub fn linktest(
+        cfg: &Config,
+        port: &str,
+        send: bool,
+        peer_ip: Option<Ipv4Addr>,
+        peer_mac: Option<[u8; 6]>,
+    ) -> Result<bool> {
+        let dp = Datapath::open(cfg, &[port])?;
+        let clock = TscClock::new(&dp.eal);
+        let (pc, p) = dp.port(port)?;
+        if let Some(core) = pc.core {
+            dpdk::lcore::pin_current_thread(core)?;
+        }
+        let lt = &cfg.linktest;
+        let link = p.wait_link_up(std::time::Duration::from_millis(lt.timeout_ms.min(15_000)))?;
+        if !link.up {
+            bail!("port {port}: link did not come up (is the peer running?)");
+        }
+        let peer_ip = peer_ip.unwrap_or_else(|| {
+            let o = pc.ip.octets();
+            Ipv4Addr::new(
+                o[0],
+                o[1],
+                o[2],
+                if send {
+                    o[3].wrapping_add(1)
+                } else {
+                    o[3].wrapping_sub(1)
+                },
+            )
+        });
+        let peer_mac = peer_mac.unwrap_or([0xff; 6]);
+        // The probe stream always runs sender -> answerer; the answerer
+        // describes it from the sender's side.
+        let ours = probe_between((p, pc.ip), (peer_mac, peer_ip), lt.payload)?;
+        let stream = if send {
+            ours
+        } else {
+            Probe {
+                src_mac: peer_mac,
+                dst_mac: ours.src_mac,
+                ..ours.reversed()
+            }
+        };
+        let mut lp = PollLoop::new(dp.queue(port)?);
+        let start = clock.now();
+        let deadline = start + Duration::from_millis(lt.timeout_ms);
+        let (report, ok) = if send {
+            let mut s = Sender::new(stream, lt.count, lt.window);
+            lp.run_until(&clock, &mut s, deadline, |s| s.done());
+            let ok = report_ok("sender", &s.report, lt.count);
+            (s.report, ok)
+        } else {
+            let mut r = Responder::new(stream, lt.count);
+            lp.run_until(&clock, &mut r, deadline, |r| r.done());
+            // Let the last answers leave before the port closes.
+            let linger = clock.now() + Duration::from_millis(300);
+            lp.run_until(&clock, &mut r, linger, |_| false);
+            let ok = report_ok("answerer", &r.report, lt.count);
+            (r.report, ok)
+        };
+        let secs = (clock.now() - start).as_secs_f64();
+        println!(
+            "linktest {} on {port}: sent {} verified {} mismatched {} foreign {} in {:.3} s",
+            if send { "send" } else { "answer" },
+            report.sent,
+            report.verified,
+            report.mismatched,
+            report.foreign,
+            secs
+        );
+        print_counters(port, lp.counters(), p)?;
+        drop(lp.into_backend());
+        println!("linktest {}", if ok { "OK" } else { "FAILED" });
+        Ok(ok)
+    }
+
+    pub fn bench_io(cfg: &Config, packets: u64, frame_len: usize, rounds: usize) -> Result<bool> {
+        let dp = Datapath::open(cfg, &["a", "b"])
+            .context("bench io needs ports \"a\" and \"b\" on a ring link")?;
+        let (_, pa) = dp.port("a")?;
+        let (_, pb) = dp.port("b")?;
+        let clock = TscClock::new(&dp.eal);
+        let _reg = dpdk::lcore::register_current_thread(&dp.eal)?;
+        let mut qa = dp.queue("a")?;
+        let mut qb = dp.queue("b")?;
+        let pool = dp.pool.clone();
+        let ours = |qa: &mut dpdk::PortQueue, qb: &mut dpdk::PortQueue| {
+            ferroce::engine::io_loop_with(qa, qb, frame_len, packets, |_, out, n| {
+                pool.alloc_bulk(out, n);
+            })
+        };
+        // Warm up both paths.
+        dpdk::bare::io_loop(pa, pb, frame_len as u16, packets / 10);
+        ours(&mut qa, &mut qb);
+        let (mut bare, mut safe) = (Vec::new(), Vec::new());
+        for _ in 0..rounds {
+            let t = clock.now();
+            let n = dpdk::bare::io_loop(pa, pb, frame_len as u16, packets);
+            bare.push(n as f64 / (clock.now() - t).as_secs_f64());
+            let t = clock.now();
+            let n = ours(&mut qa, &mut qb);
+            safe.push(n as f64 / (clock.now() - t).as_secs_f64());
+        }
+        let med = |v: &mut Vec<f64>| {
+            v.sort_by(|a, b| a.total_cmp(b));
+            v[v.len() / 2]
+        };
+        let (b, s) = (med(&mut bare), med(&mut safe));
+        println!("bench io: {frame_len}-byte frames, {packets} per round, {rounds} rounds, ring link a -> b");
+        println!(
+            "  bare loop over the C shim : {:>8.2} Mpps (median)",
+            b / 1e6
+        );
+        println!(
+            "  ferroce Port/Mbuf layer   : {:>8.2} Mpps (median)",
+            s / 1e6
+        );
+        println!(
+            "  layer cost                : {:>+8.1} % (ours / bare = {:.3})",
+            (b / s - 1.0) * 100.0,
+            s / b
+        );
+        Ok(true)
+    }
+
+    pub fn info(cfg: &Config) -> Result<bool> {
+        let h = dpdk::HugepageState::read();
+        println!("DPDK {} (built against)", dpdk::DPDK_VERSION);
+        println!(
+            "hugepages: {} free of {} KiB, hugetlbfs {}",
+            h.free_pages,
+            h.page_kib,
+            if h.hugetlbfs_mounted {
+                "mounted"
+            } else {
+                "not mounted"
+            }
+        );
+        let dp = Datapath::open(cfg, &[])?;
+        println!("EAL: {}", dp.eal.args().join(" "));
+        for name in dp.port_names() {
+            let (pc, p) = dp.port(&name)?;
+            let link = p.wait_link_up(std::time::Duration::from_millis(500))?;
+            println!(
+                "port {name}: id {} device {} mac {} mtu {} ip {} link {} {} Mb/s",
+                p.id().0,
+                pc.device,
+                p.mac()?,
+                p.mtu()
+                    .map(|m| m.to_string())
+                    .unwrap_or_else(|e| format!("? ({e})")),
+                pc.ip,
+                if link.up { "up" } else { "down" },
+                link.speed_mbps
+            );
+        }
+        Ok(true)
+    }
+}

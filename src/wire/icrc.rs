@@ -1,0 +1,124 @@
+//! The invariant CRC of a RoCE v2 packet (IBTA Vol. 1 A17 §17.3.3, CA17-22;
+//! reference B.7).
+//!
+//! CRC-32 (IEEE 802.3, as in Ethernet's FCS) over: 8 bytes of 0xFF standing
+//! for the LRH, then the IP header with its variant fields set to ones (IPv4:
+//! TOS, TTL, header checksum; IPv6: traffic class, flow label, hop limit), the
+//! UDP header with checksum 0xFFFF, the BTH with its byte 4 (FECN, BECN,
+//! reserved) set to 0xFF, and everything after the BTH up to the ICRC. The
+//! result goes on the wire least-significant byte first.
+
+const IPV4_LEN: usize = 20;
+const IPV6_LEN: usize = 40;
+const UDP_LEN: usize = 8;
+const BTH_LEN: usize = 12;
+
+/// Why an ICRC cannot be computed over the given bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum IcrcError {
+    #[error("packet too short for IP + UDP + BTH + ICRC")]
+    Truncated,
+    #[error("not an IPv4 header with IHL 5 nor an IPv6 header")]
+    BadIpHeader,
+}
+
+/// The ICRC of a packet that starts at its IP header and ends just before
+/// its ICRC (so `ip_packet` excludes the 4 ICRC bytes).
+pub fn compute(ip_packet: &[u8]) -> Result<u32, IcrcError> {
+    let ip_len = match ip_packet.first().map(|b| b >> 4) {
+        Some(4) if ip_packet[0] == 0x45 => IPV4_LEN,
+        Some(6) => IPV6_LEN,
+        Some(_) => return Err(IcrcError::BadIpHeader),
+        None => return Err(IcrcError::Truncated),
+    };
+    if ip_packet.len() < ip_len + UDP_LEN + BTH_LEN {
+        return Err(IcrcError::Truncated);
+    }
+    let mut h = crc32fast::Hasher::new();
+    h.update(&[0xFF; 8]);
+    let mut ip = [0u8; IPV6_LEN];
+    ip[..ip_len].copy_from_slice(&ip_packet[..ip_len]);
+    if ip_len == IPV4_LEN {
+        ip[1] = 0xFF; // DSCP + ECN
+        ip[8] = 0xFF; // TTL
+        ip[10] = 0xFF; // header checksum
+        ip[11] = 0xFF;
+    } else {
+        ip[0] |= 0x0F; // traffic class, low nibble of byte 0 ...
+        ip[1] = 0xFF; // ... its high nibble and the flow label
+        ip[2] = 0xFF;
+        ip[3] = 0xFF;
+        ip[7] = 0xFF; // hop limit
+    }
+    h.update(&ip[..ip_len]);
+    let mut udp_bth = [0u8; UDP_LEN + BTH_LEN];
+    udp_bth.copy_from_slice(&ip_packet[ip_len..ip_len + UDP_LEN + BTH_LEN]);
+    udp_bth[6] = 0xFF; // UDP checksum
+    udp_bth[7] = 0xFF;
+    udp_bth[UDP_LEN + 4] = 0xFF; // BTH resv8a: FECN, BECN, reserved
+    h.update(&udp_bth);
+    h.update(&ip_packet[ip_len + UDP_LEN + BTH_LEN..]);
+    Ok(h.finalize())
+}
+
+/// Whether the last 4 bytes of `ip_packet_with_icrc` are its ICRC.
+pub fn verify(ip_packet_with_icrc: &[u8]) -> Result<bool, IcrcError> {
+    let n = ip_packet_with_icrc.len();
+    if n < 4 {
+        return Err(IcrcError::Truncated);
+    }
+    let want = compute(&ip_packet_with_icrc[..n - 4])?;
+    Ok(ip_packet_with_icrc[n - 4..] == want.to_le_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Frames of a classic little-endian pcap (enough for the vectors here).
+    fn pcap_frames(bytes: &[u8]) -> Vec<&[u8]> {
+        let mut out = Vec::new();
+        let mut off = 24;
+        while off + 16 <= bytes.len() {
+            let incl = u32::from_le_bytes(bytes[off + 8..off + 12].try_into().unwrap()) as usize;
+            out.push(&bytes[off + 16..off + 16 + incl]);
+            off += 16 + incl;
+        }
+        out
+    }
+
+    #[test]
+    fn rxe_frames_verify_and_a_flipped_bit_does_not() {
+        let pcap = include_bytes!("../../tests/vectors/rc_pingpong.pcap");
+        let roce: Vec<&[u8]> = pcap_frames(pcap)
+            .into_iter()
+            .filter(|f| {
+                f.len() > 42
+                    && f[12..14] == [8, 0]
+                    && f[23] == 17
+                    && f[36..38] == 4791u16.to_be_bytes()
+            })
+            .collect();
+        assert!(roce.len() >= 10, "found {} RoCE frames", roce.len());
+        for f in &roce {
+            assert_eq!(verify(&f[14..]), Ok(true));
+            // Variant fields are masked: a changed TTL or ECN keeps the ICRC.
+            let mut g = f[14..].to_vec();
+            g[8] = 3;
+            g[1] |= 3;
+            assert_eq!(verify(&g), Ok(true));
+            // An invariant byte is covered.
+            let last = g.len() - 5;
+            g[last] ^= 1;
+            assert_eq!(verify(&g), Ok(false));
+        }
+    }
+
+    #[test]
+    fn short_or_foreign_input_is_an_error() {
+        assert_eq!(compute(&[]), Err(IcrcError::Truncated));
+        assert_eq!(compute(&[0x45; 30]), Err(IcrcError::Truncated));
+        assert_eq!(compute(&[0x46; 60]), Err(IcrcError::BadIpHeader));
+        assert_eq!(verify(&[1, 2]), Err(IcrcError::Truncated));
+    }
+}
