@@ -49,7 +49,8 @@ enum Cmd {
         window: Option<u64>,
         #[arg(long)]
         timeout_ms: Option<u64>,
-        /// The peer's IPv4 address (default: ours with the last byte + 1 or - 1).
+        /// The peer's IPv4 address (sender; default: ours with the last byte
+        /// + 1). The answerer learns the addresses from the first probe.
         #[arg(long)]
         peer_ip: Option<std::net::Ipv4Addr>,
         /// The peer's MAC (default: broadcast).
@@ -188,7 +189,6 @@ fn parse_mac(s: &str) -> Result<[u8; 6]> {
 #[cfg(feature = "dpdk")]
 mod cmd {
     use super::*;
-    use ferroce::backend::Backend;
     use ferroce::dpdk::{self, Port, TscClock};
     use ferroce::engine::datapath::Datapath;
     use ferroce::engine::linktest::{LinkReport, Responder, Sender};
@@ -266,7 +266,7 @@ mod cmd {
         let mut la = PollLoop::new(dp.queue("a")?);
         let mut lb = PollLoop::new(dp.queue("b")?);
         let mut s = Sender::new(probe, lt.count, lt.window);
-        let mut r = Responder::new(probe, lt.count);
+        let mut r = Responder::new(probe, pb.mac()?.0, lt.count);
         let start = clock.now();
         let deadline = start + Duration::from_millis(lt.timeout_ms);
         loop {
@@ -336,15 +336,19 @@ mod cmd {
         });
         let peer_mac = peer_mac.unwrap_or([0xff; 6]);
         // The probe stream always runs sender -> answerer; the answerer
-        // describes it from the sender's side.
-        let ours = probe_between((p, pc.ip), (peer_mac, peer_ip), lt.payload)?;
+        // describes it from the sender's side (MACs are learned on the wire).
+        let our_mac = p.mac()?.0;
         let stream = if send {
-            ours
+            probe_between((p, pc.ip), (peer_mac, peer_ip), lt.payload)?
         } else {
             Probe {
                 src_mac: peer_mac,
-                dst_mac: ours.src_mac,
-                ..ours.reversed()
+                dst_mac: our_mac,
+                src_ip: peer_ip,
+                dst_ip: pc.ip,
+                src_qp: 0x11,
+                dest_qp: 0x12,
+                payload: lt.payload,
             }
         };
         let mut lp = PollLoop::new(dp.queue(port)?);
@@ -356,7 +360,7 @@ mod cmd {
             let ok = report_ok("sender", &s.report, lt.count);
             (s.report, ok)
         } else {
-            let mut r = Responder::new(stream, lt.count);
+            let mut r = Responder::new(stream, our_mac, lt.count);
             lp.run_until(&clock, &mut r, deadline, |r| r.done());
             // Let the last answers leave before the port closes.
             let linger = clock.now() + Duration::from_millis(300);

@@ -43,10 +43,25 @@ fn is_probe_for(frame: &[u8], dest_qp: u32) -> bool {
         && u32::from_be_bytes([0, frame[47], frame[48], frame[49]]) == dest_qp
 }
 
+/// The addresses of a stream are learned from its first frame: a sender may
+/// not know the answerer's MAC (it then sends to broadcast), and the
+/// answerer need not be told the sender's addresses. After the first frame
+/// every byte is checked.
+fn learn_macs(p: &mut Probe, frame: &[u8]) {
+    p.dst_mac.copy_from_slice(&frame[0..6]);
+    p.src_mac.copy_from_slice(&frame[6..12]);
+}
+
+fn learn_ips(p: &mut Probe, frame: &[u8]) {
+    p.src_ip = std::net::Ipv4Addr::new(frame[26], frame[27], frame[28], frame[29]);
+    p.dst_ip = std::net::Ipv4Addr::new(frame[30], frame[31], frame[32], frame[33]);
+}
+
 /// The sending end: keeps at most `window` probes unanswered.
 pub struct Sender {
     probe: Probe,
     answer: Probe,
+    learned: bool,
     count: u64,
     window: u64,
     scratch: Vec<u8>,
@@ -54,11 +69,14 @@ pub struct Sender {
 }
 
 impl Sender {
+    /// Sends `probe`'s stream; answers are expected on the reversed stream
+    /// (from whichever MAC the first answer comes from, to ours).
     pub fn new(probe: Probe, count: u64, window: u64) -> Sender {
         let answer = probe.reversed();
         Sender {
             probe,
             answer,
+            learned: false,
             count,
             window: window.max(1),
             scratch: vec![0; answer.frame_len()],
@@ -78,6 +96,10 @@ impl<B: Backend> Handler<B> for Sender {
         if !is_probe_for(f, self.answer.dest_qp) {
             self.report.foreign += 1;
             return false;
+        }
+        if !self.learned {
+            learn_macs(&mut self.answer, f);
+            self.learned = true;
         }
         let seq = self.report.verified + self.report.mismatched;
         match self.answer.check(seq, f, &mut self.scratch) {
@@ -105,24 +127,29 @@ impl<B: Backend> Handler<B> for Sender {
     }
 }
 
-/// The answering end: checks each probe of `probe`'s stream in order and
-/// answers with the reversed stream's probe of the same number.
+/// The answering end: checks each probe of the stream in order and answers
+/// with the reversed stream's probe of the same number.
 pub struct Responder {
     expect: Probe,
     answer: Probe,
+    our_mac: [u8; 6],
+    learned: bool,
     count: u64,
     scratch: Vec<u8>,
     pub report: LinkReport,
 }
 
 impl Responder {
-    /// `probe` is the stream the sender sends (as the sender describes it).
-    pub fn new(probe: Probe, count: u64) -> Responder {
+    /// `stream` is the stream the sender sends (its MACs are learned from
+    /// the first probe); answers leave from `our_mac`.
+    pub fn new(stream: Probe, our_mac: [u8; 6], count: u64) -> Responder {
         Responder {
-            expect: probe,
-            answer: probe.reversed(),
+            expect: stream,
+            answer: stream.reversed(),
+            our_mac,
+            learned: false,
             count,
-            scratch: vec![0; probe.frame_len()],
+            scratch: vec![0; stream.frame_len()],
             report: LinkReport::default(),
         }
     }
@@ -139,6 +166,16 @@ impl<B: Backend> Handler<B> for Responder {
         if !is_probe_for(f, self.expect.dest_qp) {
             self.report.foreign += 1;
             return false;
+        }
+        if !self.learned {
+            learn_macs(&mut self.expect, f);
+            learn_ips(&mut self.expect, f);
+            self.answer = Probe {
+                src_mac: self.our_mac,
+                dst_mac: self.expect.src_mac,
+                ..self.expect.reversed()
+            };
+            self.learned = true;
         }
         let seq = self.report.verified + self.report.mismatched;
         match self.expect.check(seq, f, &mut self.scratch) {
@@ -182,7 +219,7 @@ mod tests {
         let (a, b) = loopback::pair(128, 2048);
         let (mut la, mut lb) = (PollLoop::new(a), PollLoop::new(b));
         let mut s = Sender::new(probe, 500, 64);
-        let mut r = Responder::new(probe, 500);
+        let mut r = Responder::new(probe, [2, 0, 0, 0, 0, 9], 500);
         for _ in 0..100_000 {
             la.poll(Instant::ZERO, &mut s);
             lb.poll(Instant::ZERO, &mut r);
@@ -195,5 +232,10 @@ mod tests {
             (500, 500, 0)
         );
         assert_eq!((r.report.verified, r.report.sent), (500, 500));
+        assert_eq!(
+            s.answer.src_mac,
+            [2, 0, 0, 0, 0, 9],
+            "the answerer's MAC was learned"
+        );
     }
 }

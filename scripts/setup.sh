@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages that ferroce needs to build and test, and
+# only those that are missing (safe to run again and again).
+#
+#   libdpdk-dev dpdk-dev   DPDK 22.11 (headers, libraries, PMDs, dpdk-testpmd)
+#   pkg-config             how build.rs finds DPDK
+#   clang libclang-dev     bindgen, which generates our DPDK bindings
+#   iproute2               network namespaces and veth pairs for the tests
+set -euo pipefail
+
+PACKAGES=(pkg-config libdpdk-dev dpdk-dev clang libclang-dev iproute2)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "setup: all packages present (${PACKAGES[*]})"
+else
+  SUDO=()
+  if [[ $(id -u) -ne 0 ]]; then
+    command -v sudo >/dev/null || { echo "setup: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+    SUDO=(sudo)
+  fi
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  # Fresh package lists only when an install needs them.
+  "${SUDO[@]}" apt-get install -y -q "${missing[@]}" ||
+    { "${SUDO[@]}" apt-get update -q && "${SUDO[@]}" apt-get install -y -q "${missing[@]}"; }
+fi
+
+command -v cargo >/dev/null || { echo "setup: cargo not found: install Rust (https://rustup.rs)" >&2; exit 1; }

@@ -1,0 +1,265 @@
+//! Helpers shared by the integration tests: running the `ferroce` binary with
+//! a deadline, temporary configs, and resources (network namespaces,
+//! hugepages) that are always given back, also when a test fails.
+
+#![allow(dead_code)]
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub fn ferroce() -> &'static str {
+    env!("CARGO_BIN_EXE_ferroce")
+}
+
+pub fn is_root() -> bool {
+    // SAFETY-free check: /proc/self/status names the effective uid.
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(2) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+/// A finished child: exit code, stdout, stderr.
+#[derive(Debug)]
+pub struct Output {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Output {
+    pub fn ok(&self) -> bool {
+        self.code == Some(0)
+    }
+    pub fn all(&self) -> String {
+        format!(
+            "exit {:?}\n--- stdout\n{}--- stderr\n{}",
+            self.code, self.stdout, self.stderr
+        )
+    }
+}
+
+/// A child process that is killed (by its PID) if still running on drop.
+pub struct Running {
+    child: Option<Child>,
+    deadline: Instant,
+}
+
+pub fn spawn(cmd: &mut Command, limit: Duration) -> Running {
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    Running {
+        child: Some(child),
+        deadline: Instant::now() + limit,
+    }
+}
+
+impl Running {
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
+    /// Waits until the process exits or its deadline passes (then kills it).
+    pub fn wait(mut self) -> Output {
+        let mut child = self.child.take().unwrap();
+        let mut out = child.stdout.take().unwrap();
+        let mut err = child.stderr.take().unwrap();
+        let t_out = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = out.read_to_string(&mut s);
+            s
+        });
+        let t_err = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = err.read_to_string(&mut s);
+            s
+        });
+        let code = loop {
+            if let Some(st) = child.try_wait().expect("wait") {
+                break st.code();
+            }
+            if Instant::now() >= self.deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        Output {
+            code,
+            stdout: t_out.join().unwrap(),
+            stderr: t_err.join().unwrap(),
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(c) = &mut self.child {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Runs `ferroce ARGS` to completion within `limit`.
+pub fn run(args: &[&str], limit: Duration) -> Output {
+    spawn(Command::new(ferroce()).args(args), limit).wait()
+}
+
+/// A temporary directory holding config files.
+pub struct TempDir(pub tempfile::TempDir);
+
+impl TempDir {
+    pub fn new() -> TempDir {
+        TempDir(tempfile::tempdir().expect("tempdir"))
+    }
+    pub fn path(&self) -> &Path {
+        self.0.path()
+    }
+    pub fn write(&self, name: &str, text: &str) -> PathBuf {
+        let p = self.0.path().join(name);
+        std::fs::write(&p, text).expect("write config");
+        p
+    }
+}
+
+fn ip(args: &[&str]) -> std::process::Output {
+    Command::new("ip")
+        .args(args)
+        .output()
+        .expect("run ip (iproute2)")
+}
+
+fn ip_ok(args: &[&str]) {
+    let o = ip(args);
+    assert!(
+        o.status.success(),
+        "ip {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// Two network namespaces joined by a veth pair (`veth0` in each), removed on
+/// drop (deleting a namespace deletes its end of the veth).
+pub struct VethPair {
+    pub ns: [String; 2],
+}
+
+impl VethPair {
+    pub fn new(tag: &str, mtu: u16) -> VethPair {
+        let pid = std::process::id();
+        let ns = [format!("fr-{tag}-{pid}-a"), format!("fr-{tag}-{pid}-b")];
+        let pair = VethPair { ns: ns.clone() };
+        for n in &ns {
+            ip_ok(&["netns", "add", n]);
+        }
+        let (va, vb) = (format!("fra{pid}"), format!("frb{pid}"));
+        ip_ok(&[
+            "link", "add", &va, "netns", &ns[0], "type", "veth", "peer", "name", &vb, "netns",
+            &ns[1],
+        ]);
+        for (n, v) in ns.iter().zip([&va, &vb]) {
+            ip_ok(&["-n", n, "link", "set", v, "name", "veth0"]);
+            ip_ok(&[
+                "-n",
+                n,
+                "link",
+                "set",
+                "veth0",
+                "mtu",
+                &mtu.to_string(),
+                "up",
+            ]);
+            ip_ok(&["-n", n, "link", "set", "lo", "up"]);
+            // No IPv6: keeps the kernel's neighbour discovery off the link.
+            let _ = Command::new("ip")
+                .args([
+                    "netns",
+                    "exec",
+                    n,
+                    "sysctl",
+                    "-qw",
+                    "net.ipv6.conf.veth0.disable_ipv6=1",
+                ])
+                .output();
+        }
+        pair
+    }
+
+    /// `ip netns exec NS ferroce ARGS`
+    pub fn command(&self, side: usize, args: &[&str]) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.ns[side], ferroce()])
+            .args(args);
+        c
+    }
+}
+
+impl Drop for VethPair {
+    fn drop(&mut self) {
+        for n in &self.ns {
+            let _ = ip(&["netns", "del", n]);
+        }
+    }
+}
+
+/// The kernel's hugepage pool, set for a test and put back on drop.
+pub struct HugepageReservation {
+    before: u64,
+}
+
+const NR_HUGEPAGES: &str = "/proc/sys/vm/nr_hugepages";
+
+pub fn read_u64(path: &str) -> u64 {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+pub fn meminfo(field: &str) -> u64 {
+    let m = std::fs::read_to_string("/proc/meminfo").unwrap();
+    m.lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|r| r.trim().split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+impl HugepageReservation {
+    /// Adds `pages` 2 MiB pages to the pool; `None` if the kernel gave fewer.
+    pub fn add(pages: u64) -> Option<HugepageReservation> {
+        let before = read_u64(NR_HUGEPAGES);
+        let r = HugepageReservation { before };
+        std::fs::write(NR_HUGEPAGES, (before + pages).to_string()).ok()?;
+        (read_u64(NR_HUGEPAGES) >= before + pages).then_some(r)
+    }
+}
+
+impl Drop for HugepageReservation {
+    fn drop(&mut self) {
+        let _ = std::fs::write(NR_HUGEPAGES, self.before.to_string());
+    }
+}
+
+/// The directories DPDK made under /var/run/dpdk (runtime files).
+pub fn dpdk_runtime_dirs() -> Vec<String> {
+    std::fs::read_dir("/var/run/dpdk")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
