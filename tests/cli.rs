@@ -1,0 +1,88 @@
+//! The command line's answers to bad input: a clear message, exit status 2,
+//! never a panic.
+
+mod common;
+use common::*;
+use std::time::Duration;
+
+fn fails_with(args: &[&str], needle: &str) {
+    let o = run(args, Duration::from_secs(30));
+    assert_eq!(o.code, Some(2), "{}", o.all());
+    assert!(
+        o.stderr.contains(needle),
+        "wanted {needle:?} in:\n{}",
+        o.all()
+    );
+    assert!(!o.stderr.contains("panicked"), "{}", o.all());
+}
+
+#[test]
+fn bad_configs_and_arguments_are_named() {
+    let dir = TempDir::new();
+    let typo = dir.write("typo.toml", "[eal]\nhugepage = \"on\"\n");
+    fails_with(
+        &["demo", "--config", typo.to_str().unwrap()],
+        "unknown field `hugepage`",
+    );
+    fails_with(
+        &["demo", "--config", "/nonexistent/ferroce.toml"],
+        "cannot read /nonexistent/ferroce.toml",
+    );
+    let one_end = dir.write("ring.toml", "[[port]]\nname = \"a\"\ndevice = \"ring:x\"\n");
+    fails_with(
+        &["demo", "--config", one_end.to_str().unwrap()],
+        "needs exactly two ports",
+    );
+    let ok = dir.write(
+        "ok.toml",
+        "[[port]]\nname = \"a\"\ndevice = \"net_null0\"\n",
+    );
+    fails_with(
+        &[
+            "linktest",
+            "--config",
+            ok.to_str().unwrap(),
+            "--port",
+            "zz",
+            "--role",
+            "send",
+        ],
+        "no port named \"zz\"",
+    );
+    fails_with(
+        &[
+            "linktest",
+            "--config",
+            ok.to_str().unwrap(),
+            "--port",
+            "a",
+            "--role",
+            "send",
+            "--peer-mac",
+            "1:2:3",
+        ],
+        "MAC",
+    );
+}
+
+#[cfg(feature = "dpdk")]
+#[test]
+fn a_device_the_eal_cannot_open_is_an_error() {
+    let dir = TempDir::new();
+    let cfg = dir.write(
+        "bad.toml",
+        "[eal]\nhugepages = \"off\"\n[[port]]\nname = \"a\"\ndevice = \"net_nosuchpmd0\"\n",
+    );
+    fails_with(
+        &[
+            "linktest",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--port",
+            "a",
+            "--role",
+            "send",
+        ],
+        "error",
+    );
+}

@@ -1,0 +1,111 @@
+//! The EAL starts with and without hugepages and leaves nothing behind: no
+//! runtime files under /var/run/dpdk and no hugepages held after exit.
+//! `ferroce demo` must work on a machine with no hugepages configured.
+#![cfg(feature = "dpdk")]
+
+mod common;
+use common::*;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// The tests here change or depend on the machine's hugepage pool.
+static MACHINE: Mutex<()> = Mutex::new(());
+
+const RING_PORTS: &str =
+    "[[port]]\nname = \"a\"\ndevice = \"ring:l\"\n[[port]]\nname = \"b\"\ndevice = \"ring:l\"\n";
+
+#[test]
+fn demo_runs_on_the_defaults_and_without_hugepages() {
+    let _g = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
+    let before = dpdk_runtime_dirs();
+    let no_free_pages = meminfo("HugePages_Free:") == 0;
+    let o = run(&["demo", "--count", "20000"], Duration::from_secs(120));
+    assert!(o.ok(), "{}", o.all());
+    assert!(
+        o.stdout.contains("20000 verified at b") && o.stdout.contains("20000 verified at a"),
+        "{}",
+        o.all()
+    );
+    assert!(o.stdout.contains("8191 of 8191 mbufs free"), "{}", o.all());
+    if no_free_pages {
+        // The fallback is announced in one line.
+        assert_eq!(
+            o.stderr.matches("falling back to --no-huge").count(),
+            1,
+            "{}",
+            o.all()
+        );
+    }
+    // Forced off, whatever the machine has.
+    let dir = TempDir::new();
+    let cfg = dir.write(
+        "off.toml",
+        &format!("[eal]\nhugepages = \"off\"\n{RING_PORTS}"),
+    );
+    let o = run(
+        &["demo", "--config", cfg.to_str().unwrap(), "--count", "5000"],
+        Duration::from_secs(60),
+    );
+    assert!(o.ok() && o.stdout.contains("no hugepages"), "{}", o.all());
+    assert_eq!(
+        dpdk_runtime_dirs(),
+        before,
+        "runtime files left under /var/run/dpdk"
+    );
+}
+
+#[test]
+fn eal_on_hugepages_gives_every_page_back() {
+    if !is_root() {
+        eprintln!(
+            "SKIPPED eal_on_hugepages_gives_every_page_back: needs root to reserve hugepages"
+        );
+        return;
+    }
+    let _g = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
+    let before_dirs = dpdk_runtime_dirs();
+    let total_before = read_u64("/proc/sys/vm/nr_hugepages");
+    {
+        let Some(_pages) = HugepageReservation::add(128) else {
+            eprintln!("SKIPPED eal_on_hugepages_gives_every_page_back: the kernel could not reserve 128 hugepages");
+            return;
+        };
+        let free_before = meminfo("HugePages_Free:");
+        let dir = TempDir::new();
+        let cfg = dir.write(
+            "huge.toml",
+            &format!("[eal]\nhugepages = \"on\"\nmemory_mb = 0\n{RING_PORTS}"),
+        );
+        let o = run(
+            &[
+                "demo",
+                "--config",
+                cfg.to_str().unwrap(),
+                "--count",
+                "20000",
+            ],
+            Duration::from_secs(60),
+        );
+        assert!(o.ok(), "{}", o.all());
+        assert!(
+            o.stdout.contains(", hugepages (") && !o.stderr.contains("falling back"),
+            "{}",
+            o.all()
+        );
+        assert_eq!(
+            meminfo("HugePages_Free:"),
+            free_before,
+            "hugepages still held after exit"
+        );
+    }
+    assert_eq!(
+        read_u64("/proc/sys/vm/nr_hugepages"),
+        total_before,
+        "hugepage pool put back"
+    );
+    assert_eq!(
+        dpdk_runtime_dirs(),
+        before_dirs,
+        "runtime files left under /var/run/dpdk"
+    );
+}
