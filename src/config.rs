@@ -164,9 +164,8 @@ impl Config {
             if !names.insert(p.name.as_str()) {
                 return Err(format!("two ports are named {:?}", p.name));
             }
-            match p.device().map_err(|e| format!("port {:?}: {e}", p.name))? {
-                Device::Ring(l) => *links.entry(l).or_default() += 1,
-                _ => {}
+            if let Device::Ring(l) = p.device().map_err(|e| format!("port {:?}: {e}", p.name))? {
+                *links.entry(l).or_default() += 1;
             }
             if p.rx_queues == 0 || p.tx_queues == 0 {
                 return Err(format!(

@@ -119,8 +119,30 @@ fn load(path: &Option<PathBuf>) -> Result<Config> {
     })
 }
 
+/// Without DPDK the arguments and configs are still checked, then refused.
 #[cfg(not(feature = "dpdk"))]
-fn run(_cli: Cli) -> Result<bool> {
+fn run(cli: Cli) -> Result<bool> {
+    match cli.cmd {
+        Cmd::Demo { config, .. }
+        | Cmd::Info { config }
+        | Cmd::Bench {
+            what: BenchCmd::Io { config, .. },
+        } => {
+            load(&config)?;
+        }
+        Cmd::Linktest {
+            config,
+            port,
+            peer_mac,
+            ..
+        } => {
+            let cfg = Config::load(&config)?;
+            if cfg.port(&port).is_none() {
+                bail!("the config has no port named {port:?}");
+            }
+            peer_mac.map(|m| parse_mac(&m)).transpose()?;
+        }
+    }
     bail!("this ferroce was built without the `dpdk` feature; rebuild with default features")
 }
 

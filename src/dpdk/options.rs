@@ -136,7 +136,7 @@ impl HugepageState {
             meminfo
                 .lines()
                 .find_map(|l| l.strip_prefix(name))
-                .and_then(|rest| rest.trim().split_whitespace().next()?.parse().ok())
+                .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
                 .unwrap_or(0)
         };
         let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();

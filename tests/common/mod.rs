@@ -233,7 +233,7 @@ pub fn meminfo(field: &str) -> u64 {
     let m = std::fs::read_to_string("/proc/meminfo").unwrap();
     m.lines()
         .find_map(|l| l.strip_prefix(field))
-        .and_then(|r| r.trim().split_whitespace().next()?.parse().ok())
+        .and_then(|r| r.split_whitespace().next()?.parse().ok())
         .unwrap_or(0)
 }
 
