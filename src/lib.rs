@@ -8,7 +8,7 @@
 //! - [`wire`]: RoCE v2 byte layouts and the ICRC;
 //! - [`backend`]: the `Backend` trait the engine drives, and backends that
 //!   need no DPDK;
-//! - [`dpdk`]: the DPDK layer, the only module with `unsafe` (feature `dpdk`);
+//! - [`dpdk`]: the DPDK layer and all FFI (feature `dpdk`);
 //! - [`engine`]: the poll loop, probe frames and the link test;
 //! - [`config`]: TOML configuration.
 //!
