@@ -6,7 +6,6 @@
 
 mod common;
 use common::*;
-use std::time::Duration;
 
 fn config(ip: &str) -> String {
     format!(
@@ -27,57 +26,19 @@ fn af_packet_over_a_veth_between_two_namespaces() {
     let dir = TempDir::new();
     let a = dir.write("a.toml", &config("198.18.0.1"));
     let b = dir.write("b.toml", &config("198.18.0.2"));
-    for (payload, count) in [("1024", "20000"), ("4096", "5000"), ("61", "5000")] {
-        let args = |cfg: &std::path::Path, role: &'static str| -> Vec<String> {
-            let mut v: Vec<String> = [
-                "linktest",
-                "--config",
-                cfg.to_str().unwrap(),
-                "--port",
-                "p",
-                "--role",
-                role,
-            ]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-            v.extend(
-                [
-                    "--count",
-                    count,
-                    "--payload",
-                    payload,
-                    "--window",
-                    "32",
-                    "--timeout-ms",
-                    "60000",
-                ]
-                .map(String::from),
-            );
-            v
-        };
-        let aa = args(&b, "answer");
-        let answerer = spawn(
-            &mut veth.command(1, &aa.iter().map(String::as_str).collect::<Vec<_>>()),
-            Duration::from_secs(90),
+    for (payload, count) in [(1024, 20000), (4096, 5000), (61, 5000)] {
+        let opts = ["--window", "32", "--timeout-ms", "60000"];
+        let answerer = veth.command(1, &linktest_args(&b, "p", "answer", count, payload, &opts));
+        let send_opts = [&opts[..], &["--peer-ip", "198.18.0.2"]].concat();
+        let sender = veth.command(
+            0,
+            &linktest_args(&a, "p", "send", count, payload, &send_opts),
         );
-        std::thread::sleep(Duration::from_millis(500));
-        let mut sa = args(&a, "send");
-        sa.extend(["--peer-ip".into(), "198.18.0.2".into()]);
-        let sender = spawn(
-            &mut veth.command(0, &sa.iter().map(String::as_str).collect::<Vec<_>>()),
-            Duration::from_secs(90),
-        );
-        let s = sender.wait();
-        let r = answerer.wait();
-        assert!(s.ok(), "payload {payload}: sender failed:\n{}", s.all());
-        assert!(r.ok(), "payload {payload}: answerer failed:\n{}", r.all());
-        let want = format!("verified {count} mismatched 0");
-        assert!(
-            s.stdout.contains(&want) && r.stdout.contains(&want),
-            "{}\n{}",
-            s.all(),
-            r.all()
+        linktest_pair(
+            answerer,
+            sender,
+            count,
+            &format!("af_packet, payload {payload}"),
         );
     }
 }

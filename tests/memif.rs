@@ -5,7 +5,6 @@
 mod common;
 use common::*;
 use std::process::Command;
-use std::time::Duration;
 
 fn config(socket: &str, role: &str, ip: &str) -> String {
     format!(
@@ -19,52 +18,26 @@ fn exchange(payload: usize, count: u64) {
     let sock = dir.path().join("memif.sock").display().to_string();
     let server = dir.write("server.toml", &config(&sock, "server", "198.18.0.1"));
     let client = dir.write("client.toml", &config(&sock, "client", "198.18.0.2"));
-    let (count_s, payload_s) = (count.to_string(), payload.to_string());
-    let common = [
-        "--port",
+    let timeout = ["--timeout-ms", "60000"];
+    let mut answerer = Command::new(ferroce());
+    answerer.args(linktest_args(
+        &server, "m", "answer", count, payload, &timeout,
+    ));
+    let mut sender = Command::new(ferroce());
+    sender.args(linktest_args(
+        &client,
         "m",
-        "--count",
-        &count_s,
-        "--payload",
-        &payload_s,
-        "--timeout-ms",
-        "60000",
-    ];
-    let answerer = spawn(
-        Command::new(ferroce())
-            .args([
-                "linktest",
-                "--config",
-                server.to_str().unwrap(),
-                "--role",
-                "answer",
-            ])
-            .args(common),
-        Duration::from_secs(90),
+        "send",
+        count,
+        payload,
+        &[&timeout[..], &["--peer-ip", "198.18.0.1"]].concat(),
+    ));
+    linktest_pair(
+        answerer,
+        sender,
+        count,
+        &format!("memif, payload {payload}"),
     );
-    // The server creates the socket; the client retries until it exists.
-    std::thread::sleep(Duration::from_millis(300));
-    let sender = spawn(
-        Command::new(ferroce())
-            .args([
-                "linktest",
-                "--config",
-                client.to_str().unwrap(),
-                "--role",
-                "send",
-                "--peer-ip",
-                "198.18.0.1",
-            ])
-            .args(common),
-        Duration::from_secs(90),
-    );
-    let s = sender.wait();
-    let a = answerer.wait();
-    assert!(s.ok(), "sender failed:\n{}", s.all());
-    assert!(a.ok(), "answerer failed:\n{}", a.all());
-    let want = format!("verified {count} mismatched 0");
-    assert!(s.stdout.contains(&want), "sender:\n{}", s.all());
-    assert!(a.stdout.contains(&want), "answerer:\n{}", a.all());
 }
 
 #[test]

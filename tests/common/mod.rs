@@ -198,7 +198,7 @@ impl VethPair {
     }
 
     /// `ip netns exec NS ferroce ARGS`
-    pub fn command(&self, side: usize, args: &[&str]) -> Command {
+    pub fn command<S: AsRef<std::ffi::OsStr>>(&self, side: usize, args: &[S]) -> Command {
         let mut c = Command::new("ip");
         c.args(["netns", "exec", &self.ns[side], ferroce()])
             .args(args);
@@ -262,4 +262,48 @@ pub fn dpdk_runtime_dirs() -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// The arguments of one end of `ferroce linktest`.
+pub fn linktest_args(
+    config: &Path,
+    port: &str,
+    role: &str,
+    count: u64,
+    payload: usize,
+    extra: &[&str],
+) -> Vec<String> {
+    let mut v: Vec<String> = [
+        "linktest",
+        "--config",
+        config.to_str().unwrap(),
+        "--port",
+        port,
+        "--role",
+        role,
+    ]
+    .map(String::from)
+    .to_vec();
+    v.extend([
+        "--count".into(),
+        count.to_string(),
+        "--payload".into(),
+        payload.to_string(),
+    ]);
+    v.extend(extra.iter().map(|s| s.to_string()));
+    v
+}
+
+/// Runs a link test: the answerer first (it may have to set up the link),
+/// then the sender; both must exit 0 having verified all `count` probes.
+pub fn linktest_pair(mut answerer: Command, mut sender: Command, count: u64, what: &str) {
+    let a = spawn(&mut answerer, Duration::from_secs(90));
+    std::thread::sleep(Duration::from_millis(500));
+    let s = spawn(&mut sender, Duration::from_secs(90)).wait();
+    let a = a.wait();
+    assert!(s.ok(), "{what}: sender failed:\n{}", s.all());
+    assert!(a.ok(), "{what}: answerer failed:\n{}", a.all());
+    let want = format!("verified {count} mismatched 0");
+    assert!(s.stdout.contains(&want), "{what}: sender:\n{}", s.all());
+    assert!(a.stdout.contains(&want), "{what}: answerer:\n{}", a.all());
 }
