@@ -384,9 +384,11 @@ mod cmd {
         } else {
             let mut r = Responder::new(stream, our_mac, lt.count);
             lp.run_until(&clock, &mut r, deadline, |r| r.done());
-            // Let the last answers leave before the port closes.
-            let linger = clock.now() + Duration::from_millis(300);
-            lp.run_until(&clock, &mut r, linger, |_| false);
+            // Let the last answers leave before the port closes. Only tx:
+            // the sender may already be gone, and net_memif unmaps a
+            // departed peer's rings from its control thread while rx runs.
+            lp.drain_tx(&clock, clock.now() + Duration::from_millis(300));
+            std::thread::sleep(std::time::Duration::from_millis(100));
             let ok = report_ok("answerer", &r.report, lt.count);
             (r.report, ok)
         };

@@ -225,6 +225,20 @@ impl<B: Backend> PollLoop<B> {
         }
     }
 
+    /// Hands queued tx frames to the queue, without polling rx, until none
+    /// are left or `deadline` passes. Returns whether all were accepted.
+    /// For ending a run: a peer that already left may tear its side of a
+    /// shared-memory link down, so receiving then is not safe for every PMD.
+    pub fn drain_tx<C: Clock>(&mut self, clock: &C, deadline: Instant) -> bool {
+        while !self.tx.is_empty() {
+            if clock.now() >= deadline {
+                return false;
+            }
+            flush(&mut self.backend, &mut self.tx, &mut self.counters);
+        }
+        true
+    }
+
     /// Gives the backend back (pending tx frames are freed).
     pub fn into_backend(mut self) -> B {
         self.backend.free_burst(&mut self.tx);

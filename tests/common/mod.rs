@@ -29,6 +29,8 @@ pub fn is_root() -> bool {
 #[derive(Debug)]
 pub struct Output {
     pub code: Option<i32>,
+    /// How it ended: "exit N", "signal N" or "killed at the deadline".
+    pub how: String,
     pub stdout: String,
     pub stderr: String,
 }
@@ -39,8 +41,8 @@ impl Output {
     }
     pub fn all(&self) -> String {
         format!(
-            "exit {:?}\n--- stdout\n{}--- stderr\n{}",
-            self.code, self.stdout, self.stderr
+            "{}\n--- stdout\n{}--- stderr\n{}",
+            self.how, self.stdout, self.stderr
         )
     }
 }
@@ -83,19 +85,26 @@ impl Running {
             let _ = err.read_to_string(&mut s);
             s
         });
-        let code = loop {
+        let (code, how) = loop {
             if let Some(st) = child.try_wait().expect("wait") {
-                break st.code();
+                use std::os::unix::process::ExitStatusExt;
+                let how = match (st.code(), st.signal()) {
+                    (Some(c), _) => format!("exit {c}"),
+                    (None, Some(s)) => format!("signal {s}"),
+                    _ => format!("{st}"),
+                };
+                break (st.code(), how);
             }
             if Instant::now() >= self.deadline {
                 let _ = child.kill();
                 let _ = child.wait();
-                break None;
+                break (None, "killed at the deadline".to_string());
             }
             std::thread::sleep(Duration::from_millis(20));
         };
         Output {
             code,
+            how,
             stdout: t_out.join().unwrap(),
             stderr: t_err.join().unwrap(),
         }
