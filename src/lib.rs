@@ -5,7 +5,9 @@
 //! verbs-like API. The layers, from the bottom:
 //!
 //! - [`time`]: `Instant` / `Duration` in nanoseconds, the `Clock` trait;
-//! - [`wire`]: RoCE v2 byte layouts and the ICRC;
+//! - [`wire`]: RoCE v2 byte layouts: header views and `Repr`s, the opcode
+//!   table, PSN arithmetic, the ICRC, whole-frame parse / emit;
+//! - [`pcap`]: classic pcap files, read and written;
 //! - [`backend`]: the `Backend` trait the engine drives, and backends that
 //!   need no DPDK;
 //! - [`dpdk`]: the DPDK layer and all FFI (feature `dpdk`);
@@ -21,5 +23,6 @@ pub mod backend;
 pub mod config;
 pub mod dpdk;
 pub mod engine;
+pub mod pcap;
 pub mod time;
 pub mod wire;
