@@ -22,8 +22,13 @@ pub enum IcrcError {
     BadIpHeader,
 }
 
+/// The CRC of the 8 bytes of 0xFF that stand for the LRH: where every ICRC
+/// computation starts (rxe's seed 0xdebb20e3 is this value inverted).
+const LRH_CRC: u32 = 0x2144_DF1C;
+
 /// The ICRC of a packet that starts at its IP header and ends just before
 /// its ICRC (so `ip_packet` excludes the 4 ICRC bytes).
+#[inline]
 pub fn compute(ip_packet: &[u8]) -> Result<u32, IcrcError> {
     let ip_len = match ip_packet.first().map(|b| b >> 4) {
         Some(4) if ip_packet[0] == 0x45 => IPV4_LEN,
@@ -31,33 +36,32 @@ pub fn compute(ip_packet: &[u8]) -> Result<u32, IcrcError> {
         Some(_) => return Err(IcrcError::BadIpHeader),
         None => return Err(IcrcError::Truncated),
     };
-    if ip_packet.len() < ip_len + UDP_LEN + BTH_LEN {
+    let masked_len = ip_len + UDP_LEN + BTH_LEN;
+    if ip_packet.len() < masked_len {
         return Err(IcrcError::Truncated);
     }
-    let mut h = crc32fast::Hasher::new();
-    h.update(&[0xFF; 8]);
-    let mut ip = [0u8; IPV6_LEN];
-    ip[..ip_len].copy_from_slice(&ip_packet[..ip_len]);
+    // The IP, UDP and BTH headers with their variant fields set to ones.
+    let mut m = [0u8; IPV6_LEN + UDP_LEN + BTH_LEN];
+    let m = &mut m[..masked_len];
+    m.copy_from_slice(&ip_packet[..masked_len]);
     if ip_len == IPV4_LEN {
-        ip[1] = 0xFF; // DSCP + ECN
-        ip[8] = 0xFF; // TTL
-        ip[10] = 0xFF; // header checksum
-        ip[11] = 0xFF;
+        m[1] = 0xFF; // DSCP + ECN
+        m[8] = 0xFF; // TTL
+        m[10] = 0xFF; // header checksum
+        m[11] = 0xFF;
     } else {
-        ip[0] |= 0x0F; // traffic class, low nibble of byte 0 ...
-        ip[1] = 0xFF; // ... its high nibble and the flow label
-        ip[2] = 0xFF;
-        ip[3] = 0xFF;
-        ip[7] = 0xFF; // hop limit
+        m[0] |= 0x0F; // traffic class, high nibble ...
+        m[1] = 0xFF; // ... its low nibble and the flow label
+        m[2] = 0xFF;
+        m[3] = 0xFF;
+        m[7] = 0xFF; // hop limit
     }
-    h.update(&ip[..ip_len]);
-    let mut udp_bth = [0u8; UDP_LEN + BTH_LEN];
-    udp_bth.copy_from_slice(&ip_packet[ip_len..ip_len + UDP_LEN + BTH_LEN]);
-    udp_bth[6] = 0xFF; // UDP checksum
-    udp_bth[7] = 0xFF;
-    udp_bth[UDP_LEN + 4] = 0xFF; // BTH resv8a: FECN, BECN, reserved
-    h.update(&udp_bth);
-    h.update(&ip_packet[ip_len + UDP_LEN + BTH_LEN..]);
+    m[ip_len + 6] = 0xFF; // UDP checksum
+    m[ip_len + 7] = 0xFF;
+    m[ip_len + UDP_LEN + 4] = 0xFF; // BTH resv8a: FECN, BECN, reserved
+    let mut h = crc32fast::Hasher::new_with_initial(LRH_CRC);
+    h.update(m);
+    h.update(&ip_packet[masked_len..]);
     Ok(h.finalize())
 }
 
@@ -69,6 +73,19 @@ pub fn verify(ip_packet_with_icrc: &[u8]) -> Result<bool, IcrcError> {
     }
     let want = compute(&ip_packet_with_icrc[..n - 4])?;
     Ok(ip_packet_with_icrc[n - 4..] == want.to_le_bytes())
+}
+
+/// Computes the ICRC of `ip_packet_with_icrc` (everything but its last 4
+/// bytes) and writes it into those 4 bytes, least-significant byte first.
+pub fn seal(ip_packet_with_icrc: &mut [u8]) -> Result<u32, IcrcError> {
+    let n = ip_packet_with_icrc.len();
+    if n < 4 {
+        return Err(IcrcError::Truncated);
+    }
+    let (body, tail) = ip_packet_with_icrc.split_at_mut(n - 4);
+    let c = compute(body)?;
+    tail.copy_from_slice(&c.to_le_bytes());
+    Ok(c)
 }
 
 #[cfg(test)]
@@ -112,6 +129,12 @@ mod tests {
             g[last] ^= 1;
             assert_eq!(verify(&g), Ok(false));
         }
+    }
+
+    #[test]
+    fn the_lrh_seed_is_the_crc_of_eight_ones() {
+        assert_eq!(crc32fast::hash(&[0xFF; 8]), LRH_CRC);
+        assert_eq!(!LRH_CRC, 0xdebb20e3);
     }
 
     #[test]

@@ -1,0 +1,640 @@
+//! Whole RoCE v2 frames: Ethernet | IPv4 or IPv6 | UDP 4791 | BTH |
+//! extension headers | payload | pad | ICRC (A17 §17.3; reference B.1).
+//!
+//! [`Frame::parse`] checks a received frame's structure in one pass and
+//! borrows its payload; the ICRC is checked separately
+//! ([`Frame::icrc_ok`]) so that a caller can count the two failures apart.
+//! [`FrameRepr::emit`] writes a frame into a caller's buffer, lengths, IPv4
+//! checksum, pad and ICRC included; [`FrameRepr::emit_headers`] +
+//! [`seal`] let the payload be written in place between the two.
+//!
+//! Rules applied on parse (each failure is its own [`Error`]):
+//! - EtherType IPv4 or IPv6 (one 802.1Q tag allowed), IP protocol / next
+//!   header UDP, UDP destination port 4791; anything else is
+//!   [`Error::NotRoce`];
+//! - IPv4: IHL 5 (CA17-3), not a fragment, right header checksum; IP and
+//!   UDP lengths agree with each other and fit the frame (bytes after the
+//!   IP packet, such as Ethernet padding or an FCS, are ignored);
+//! - BTH: TVer 0, an opcode of the table; the opcode's extension headers
+//!   and the ICRC fit; no payload on opcodes that carry none; the pad count
+//!   aligns the payload to 4 bytes.
+//!
+//! Rules applied on emit: the opcode's headers and only those; pad count
+//! `(-len) & 3` with zero pad bytes; IPv4 total length and checksum; IPv6
+//! payload length; UDP length through the ICRC; the ICRC. The Repr's values
+//! are written as given, so a RoCE v2 sender sets DF, UDP checksum 0 and a
+//! per-QP source port (see [`FrameRepr::roce`]).
+
+use super::bth::{self, Bth, BthRepr};
+use super::ethernet::{self, EthernetFrame, EthernetRepr, MacAddr};
+use super::ext::{
+    Aeth, AethRepr, AtomicAckEth, AtomicEth, AtomicEthRepr, Deth, DethRepr, Feth, FethRepr, Ieth,
+    ImmDt, Reth, RethRepr,
+};
+use super::field::{set_u32, set_u64};
+use super::icrc;
+use super::ipv4::{self, Ecn, Ipv4Packet, Ipv4Repr};
+use super::ipv6::{self, Ipv6Packet, Ipv6Repr};
+use super::opcode::{HeaderSet, Opcode, OpcodeInfo};
+use super::psn::pad_count;
+use super::udp::{self, UdpPacket, UdpRepr, ROCE_UDP_PORT};
+use super::{Error, Result};
+use core::net::IpAddr;
+use core::ops::Range;
+
+/// The ICRC's length.
+pub const ICRC_LEN: usize = 4;
+
+/// The IP header of a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IpRepr {
+    V4(Ipv4Repr),
+    V6(Ipv6Repr),
+}
+
+impl IpRepr {
+    pub fn header_len(&self) -> usize {
+        match self {
+            IpRepr::V4(_) => ipv4::HEADER_LEN,
+            IpRepr::V6(_) => ipv6::HEADER_LEN,
+        }
+    }
+    pub fn ethertype(&self) -> u16 {
+        match self {
+            IpRepr::V4(_) => ethernet::ETHERTYPE_IPV4,
+            IpRepr::V6(_) => ethernet::ETHERTYPE_IPV6,
+        }
+    }
+    pub fn src(&self) -> IpAddr {
+        match self {
+            IpRepr::V4(r) => r.src.into(),
+            IpRepr::V6(r) => r.src.into(),
+        }
+    }
+    pub fn dst(&self) -> IpAddr {
+        match self {
+            IpRepr::V4(r) => r.dst.into(),
+            IpRepr::V6(r) => r.dst.into(),
+        }
+    }
+    pub fn ecn(&self) -> Ecn {
+        match self {
+            IpRepr::V4(r) => r.ecn,
+            IpRepr::V6(r) => r.ecn,
+        }
+    }
+    pub fn set_ecn(&mut self, ecn: Ecn) {
+        match self {
+            IpRepr::V4(r) => r.ecn = ecn,
+            IpRepr::V6(r) => r.ecn = ecn,
+        }
+    }
+    pub fn dscp(&self) -> u8 {
+        match self {
+            IpRepr::V4(r) => r.dscp,
+            IpRepr::V6(r) => r.dscp,
+        }
+    }
+    pub fn set_dscp(&mut self, dscp: u8) {
+        match self {
+            IpRepr::V4(r) => r.dscp = dscp,
+            IpRepr::V6(r) => r.dscp = dscp,
+        }
+    }
+    /// TTL (IPv4) or hop limit (IPv6).
+    pub fn ttl(&self) -> u8 {
+        match self {
+            IpRepr::V4(r) => r.ttl,
+            IpRepr::V6(r) => r.hop_limit,
+        }
+    }
+    /// The same header with source and destination exchanged.
+    pub fn reversed(&self) -> IpRepr {
+        match *self {
+            IpRepr::V4(r) => IpRepr::V4(Ipv4Repr {
+                src: r.dst,
+                dst: r.src,
+                ..r
+            }),
+            IpRepr::V6(r) => IpRepr::V6(Ipv6Repr {
+                src: r.dst,
+                dst: r.src,
+                ..r
+            }),
+        }
+    }
+    fn emit(&self, buf: &mut [u8], payload_len: usize) -> Result<usize> {
+        match self {
+            IpRepr::V4(r) => r.emit(buf, payload_len),
+            IpRepr::V6(r) => r.emit(buf, payload_len),
+        }
+    }
+}
+
+/// The extension headers of one packet; which ones are present must match
+/// the opcode's row of the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ExtHeaders {
+    pub deth: Option<DethRepr>,
+    pub feth: Option<FethRepr>,
+    pub reth: Option<RethRepr>,
+    pub atomic: Option<AtomicEthRepr>,
+    pub aeth: Option<AethRepr>,
+    /// AtomicAckETH: the remote value before the atomic operation.
+    pub atomic_ack: Option<u64>,
+    /// Immediate data as read in network order.
+    pub imm: Option<u32>,
+    /// IETH: the R_Key to invalidate.
+    pub ieth: Option<u32>,
+}
+
+impl ExtHeaders {
+    /// The set of headers present (the CNP block is implied by the opcode).
+    pub fn set(&self) -> HeaderSet {
+        let mut s = HeaderSet::NONE;
+        let mut add = |on: bool, h| {
+            if on {
+                s = s.union(h)
+            }
+        };
+        add(self.deth.is_some(), HeaderSet::DETH);
+        add(self.feth.is_some(), HeaderSet::FETH);
+        add(self.reth.is_some(), HeaderSet::RETH);
+        add(self.atomic.is_some(), HeaderSet::ATOMIC_ETH);
+        add(self.aeth.is_some(), HeaderSet::AETH);
+        add(self.atomic_ack.is_some(), HeaderSet::ATOMIC_ACK_ETH);
+        add(self.imm.is_some(), HeaderSet::IMMDT);
+        add(self.ieth.is_some(), HeaderSet::IETH);
+        s
+    }
+
+    /// Reads the headers of `set` from the start of `b`, which the caller
+    /// has checked holds `set.len()` bytes.
+    fn parse(set: HeaderSet, b: &[u8]) -> ExtHeaders {
+        let mut e = ExtHeaders::default();
+        let mut off = 0;
+        let mut take = |h: HeaderSet, n: usize| -> Option<&[u8]> {
+            set.contains(h).then(|| {
+                let s = &b[off..off + n];
+                off += n;
+                s
+            })
+        };
+        e.deth = take(HeaderSet::DETH, 8).map(|s| DethRepr::parse(&Deth::new_unchecked(s)));
+        e.feth = take(HeaderSet::FETH, 4).map(|s| FethRepr::parse(&Feth::new_unchecked(s)));
+        e.reth = take(HeaderSet::RETH, 16).map(|s| RethRepr::parse(&Reth::new_unchecked(s)));
+        e.atomic = take(HeaderSet::ATOMIC_ETH, 28)
+            .map(|s| AtomicEthRepr::parse(&AtomicEth::new_unchecked(s)));
+        e.aeth = take(HeaderSet::AETH, 4).map(|s| AethRepr::parse(&Aeth::new_unchecked(s)));
+        e.atomic_ack =
+            take(HeaderSet::ATOMIC_ACK_ETH, 8).map(|s| AtomicAckEth::new_unchecked(s).orig());
+        e.imm = take(HeaderSet::IMMDT, 4).map(|s| ImmDt::new_unchecked(s).imm());
+        e.ieth = take(HeaderSet::IETH, 4).map(|s| Ieth::new_unchecked(s).rkey());
+        e
+    }
+
+    /// Writes the headers (and, for a CNP, its 16 zero bytes) into `b`,
+    /// which holds exactly their length.
+    fn emit(&self, cnp: bool, b: &mut [u8]) -> Result<()> {
+        let mut off = 0;
+        let mut next = |n: usize| {
+            let r = off..off + n;
+            off += n;
+            r
+        };
+        if let Some(h) = self.deth {
+            h.emit(&mut b[next(8)])?;
+        }
+        if let Some(h) = self.feth {
+            h.emit(&mut b[next(4)])?;
+        }
+        if let Some(h) = self.reth {
+            h.emit(&mut b[next(16)]);
+        }
+        if let Some(h) = self.atomic {
+            h.emit(&mut b[next(28)]);
+        }
+        if let Some(h) = self.aeth {
+            h.emit(&mut b[next(4)])?;
+        }
+        if let Some(v) = self.atomic_ack {
+            set_u64(&mut b[next(8)], 0, v);
+        }
+        if let Some(v) = self.imm {
+            set_u32(&mut b[next(4)], 0, v);
+        }
+        if let Some(v) = self.ieth {
+            set_u32(&mut b[next(4)], 0, v);
+        }
+        if cnp {
+            b[next(16)].fill(0);
+        }
+        Ok(())
+    }
+}
+
+/// Every header of a RoCE v2 frame, as plain values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameRepr {
+    /// Its `ethertype` is ignored on emit (the IP version decides).
+    pub eth: EthernetRepr,
+    pub ip: IpRepr,
+    pub udp: UdpRepr,
+    pub bth: BthRepr,
+    pub ext: ExtHeaders,
+}
+
+/// A parsed frame: its headers and the bytes it borrows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Frame<'a> {
+    pub repr: FrameRepr,
+    /// The payload without its pad bytes.
+    pub payload: &'a [u8],
+    /// The BTH pad count.
+    pub pad: u8,
+    /// The ICRC as carried (its 4 bytes read least-significant first).
+    pub icrc: u32,
+    /// The opcode's row of the table.
+    pub info: &'static OpcodeInfo,
+    /// Where the IP header starts in the frame.
+    pub ip_offset: usize,
+    /// The IP packet, from its header through the ICRC.
+    ip_packet: &'a [u8],
+}
+
+/// Where the UDP datagram sits, for a RoCE v2 frame.
+struct Located {
+    ip: IpRepr,
+    ip_offset: usize,
+    /// The IP packet (header through ICRC), bounded by the IP length.
+    ip_end: usize,
+    udp_offset: usize,
+}
+
+/// Finds the IP and UDP headers; `NotRoce` unless UDP to port 4791.
+fn locate(eth: &EthernetFrame<&[u8]>) -> Result<Located> {
+    let ip_offset = eth.header_len();
+    let ipb = eth.payload();
+    match eth.ethertype() {
+        ethernet::ETHERTYPE_IPV4 => {
+            let p = Ipv4Packet::new_checked(ipb)?;
+            if p.version() != 4 || p.protocol() != ipv4::PROTO_UDP {
+                return Err(Error::NotRoce);
+            }
+            let ihl = p.ihl() as usize * 4;
+            // A later fragment has no UDP header: not recognisably RoCE.
+            if p.frag_offset() != 0 {
+                return Err(Error::NotRoce);
+            }
+            let dport = ipb.get(ihl + 2..ihl + 4);
+            match dport {
+                Some(d) if d == ROCE_UDP_PORT.to_be_bytes() => {}
+                Some(_) => return Err(Error::NotRoce),
+                None => return Err(Error::Truncated),
+            }
+            let ip = IpRepr::V4(Ipv4Repr::parse(&p)?);
+            let total = p.total_len() as usize;
+            if total > ipb.len() {
+                return Err(Error::Truncated);
+            }
+            Ok(Located {
+                ip,
+                ip_offset,
+                ip_end: ip_offset + total,
+                udp_offset: ip_offset + ipv4::HEADER_LEN,
+            })
+        }
+        ethernet::ETHERTYPE_IPV6 => {
+            let p = Ipv6Packet::new_checked(ipb)?;
+            if p.version() != 6 || p.next_header() != ipv4::PROTO_UDP {
+                return Err(Error::NotRoce);
+            }
+            match ipb.get(ipv6::HEADER_LEN + 2..ipv6::HEADER_LEN + 4) {
+                Some(d) if d == ROCE_UDP_PORT.to_be_bytes() => {}
+                Some(_) => return Err(Error::NotRoce),
+                None => return Err(Error::Truncated),
+            }
+            let ip = IpRepr::V6(Ipv6Repr::parse(&p)?);
+            let total = ipv6::HEADER_LEN + p.payload_len() as usize;
+            if total > ipb.len() {
+                return Err(Error::Truncated);
+            }
+            Ok(Located {
+                ip,
+                ip_offset,
+                ip_end: ip_offset + total,
+                udp_offset: ip_offset + ipv6::HEADER_LEN,
+            })
+        }
+        _ => Err(Error::NotRoce),
+    }
+}
+
+impl<'a> Frame<'a> {
+    /// Takes a whole Ethernet frame (without FCS) apart. Checks structure
+    /// only; the ICRC is [`Frame::icrc_ok`]'s job.
+    pub fn parse(frame: &'a [u8]) -> Result<Frame<'a>> {
+        let eth = EthernetFrame::new_checked(frame)?;
+        let loc = locate(&eth)?;
+        let dgram = &frame[loc.udp_offset..loc.ip_end];
+        let u = UdpPacket::new_checked(dgram)?;
+        if u.len() as usize != dgram.len() {
+            return Err(Error::BadLength);
+        }
+        let udp = UdpRepr::parse(&u);
+        let b = &dgram[udp::HEADER_LEN..];
+        let bthv = Bth::new_checked(b)?;
+        let bth = BthRepr::parse(&bthv)?;
+        let info = opcode_info(bth.opcode)?;
+        let hdrs = info.headers;
+        let rest = &b[bth::HEADER_LEN..];
+        let hl = hdrs.len();
+        if rest.len() < hl + ICRC_LEN {
+            return Err(Error::Truncated);
+        }
+        let ext = ExtHeaders::parse(hdrs, rest);
+        let padded = &rest[hl..rest.len() - ICRC_LEN];
+        let pad = bthv.pad();
+        if (padded.len() as u8 & 3) != 0 || (pad as usize) > padded.len() {
+            return Err(Error::BadPad);
+        }
+        if !info.payload && !padded.is_empty() {
+            return Err(Error::BadLength);
+        }
+        let payload = &padded[..padded.len() - pad as usize];
+        let t = &rest[rest.len() - ICRC_LEN..];
+        let icrc = u32::from_le_bytes([t[0], t[1], t[2], t[3]]);
+        Ok(Frame {
+            repr: FrameRepr {
+                eth: EthernetRepr::parse(&eth),
+                ip: loc.ip,
+                udp,
+                bth,
+                ext,
+            },
+            payload,
+            pad,
+            icrc,
+            info,
+            ip_offset: loc.ip_offset,
+            ip_packet: &frame[loc.ip_offset..loc.ip_end],
+        })
+    }
+
+    /// Whether the carried ICRC is the one the bytes give (A17 §17.3.3).
+    #[inline]
+    pub fn icrc_ok(&self) -> bool {
+        let n = self.ip_packet.len() - ICRC_LEN;
+        icrc::compute(&self.ip_packet[..n]).is_ok_and(|c| c == self.icrc)
+    }
+
+    /// The ICRC the bytes should carry.
+    pub fn icrc_expected(&self) -> u32 {
+        let n = self.ip_packet.len() - ICRC_LEN;
+        icrc::compute(&self.ip_packet[..n]).unwrap_or(0)
+    }
+
+    /// The frame's length up to and including the ICRC.
+    pub fn len(&self) -> usize {
+        self.ip_offset + self.ip_packet.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+}
+
+fn opcode_info(op: Opcode) -> Result<&'static OpcodeInfo> {
+    op.info().ok_or(Error::UnknownOpcode(op.0))
+}
+
+impl FrameRepr {
+    /// A RoCE v2 frame over IPv4 as A17 wants it: DF set, UDP checksum 0,
+    /// destination port 4791, the QP's constant source port, TTL 64, no
+    /// VLAN, extension headers empty (fill `ext` to match the opcode).
+    #[allow(clippy::too_many_arguments)]
+    pub fn roce_v4(
+        src_mac: MacAddr,
+        dst_mac: MacAddr,
+        src: core::net::Ipv4Addr,
+        dst: core::net::Ipv4Addr,
+        dscp: u8,
+        ecn: Ecn,
+        src_port: u16,
+        bth: BthRepr,
+    ) -> FrameRepr {
+        FrameRepr {
+            eth: EthernetRepr {
+                dst: dst_mac,
+                src: src_mac,
+                vlan: None,
+                ethertype: ethernet::ETHERTYPE_IPV4,
+            },
+            ip: IpRepr::V4(Ipv4Repr {
+                src,
+                dst,
+                dscp,
+                ecn,
+                ident: 0,
+                dont_frag: true,
+                ttl: 64,
+                protocol: ipv4::PROTO_UDP,
+            }),
+            udp: UdpRepr::roce(src_port),
+            bth,
+            ext: ExtHeaders::default(),
+        }
+    }
+
+    /// The CNP that answers `marked`, a received packet with ECN CE, as a
+    /// ConnectX NIC sends it (A17 §17.9.3; reference B.8): addresses
+    /// reversed, opcode 0x81, BECN set, P_Key copied, `dest_qp` = the QP
+    /// that sent the marked packet, PSN 0, 16 zero bytes; sent with
+    /// `dscp` (ConnectX cnp_dscp: 48) and not ECN-capable.
+    pub fn cnp(marked: &FrameRepr, dest_qp: u32, dscp: u8) -> FrameRepr {
+        let mut ip = marked.ip.reversed();
+        ip.set_dscp(dscp);
+        ip.set_ecn(Ecn::NotEct);
+        let mut bth = BthRepr::new(Opcode::CNP, dest_qp, super::Psn::new(0));
+        bth.pkey = marked.bth.pkey;
+        bth.becn = true;
+        FrameRepr {
+            eth: EthernetRepr {
+                dst: marked.eth.src,
+                src: marked.eth.dst,
+                ..marked.eth
+            },
+            ip,
+            udp: UdpRepr::roce(marked.udp.src_port),
+            bth,
+            ext: ExtHeaders::default(),
+        }
+    }
+
+    /// Length of every header before the payload.
+    pub fn header_len(&self) -> usize {
+        let ext = self.bth.opcode.info().map_or(0, |i| i.headers.len());
+        self.eth.header_len() + self.ip.header_len() + udp::HEADER_LEN + bth::HEADER_LEN + ext
+    }
+
+    /// Length of the whole frame for a payload of `payload_len` bytes.
+    pub fn frame_len(&self, payload_len: usize) -> usize {
+        self.header_len() + payload_len + pad_count(payload_len) as usize + ICRC_LEN
+    }
+
+    /// Writes every header for a payload of `payload_len` bytes, and the
+    /// zero pad bytes, into `buf`; returns where the payload goes. Write the
+    /// payload there, then [`seal`] the frame (`buf[..frame_len]`).
+    pub fn emit_headers(&self, payload_len: usize, buf: &mut [u8]) -> Result<Range<usize>> {
+        let info = opcode_info(self.bth.opcode)?;
+        let cnp = info.headers.contains(HeaderSet::CNP);
+        let want = if cnp { HeaderSet::NONE } else { info.headers };
+        if self.ext.set() != want || (!info.payload && payload_len != 0) {
+            return Err(Error::HeadersMismatch);
+        }
+        let total = self.frame_len(payload_len);
+        if buf.len() < total {
+            return Err(Error::BufferTooSmall);
+        }
+        let pad = pad_count(payload_len);
+        let eth = EthernetRepr {
+            ethertype: self.ip.ethertype(),
+            ..self.eth
+        };
+        let mut off = eth.emit(buf)?;
+        let ip_len = self.ip.header_len();
+        let udp_len = total - off - ip_len;
+        off += self.ip.emit(&mut buf[off..], udp_len)?;
+        off += self.udp.emit(&mut buf[off..], udp_len - udp::HEADER_LEN)?;
+        off += self.bth.emit(&mut buf[off..], pad)?;
+        let hl = info.headers.len();
+        self.ext.emit(cnp, &mut buf[off..off + hl])?;
+        off += hl;
+        let payload = off..off + payload_len;
+        buf[payload.end..payload.end + pad as usize].fill(0);
+        Ok(payload)
+    }
+
+    /// Writes the whole frame with `payload` into `buf`; returns its length.
+    pub fn emit(&self, payload: &[u8], buf: &mut [u8]) -> Result<usize> {
+        let at = self.emit_headers(payload.len(), buf)?;
+        buf[at.clone()].copy_from_slice(payload);
+        let len = self.frame_len(payload.len());
+        seal(&mut buf[..len], self.eth.header_len())?;
+        Ok(len)
+    }
+}
+
+/// Computes and writes the ICRC of a built frame whose IP header starts at
+/// `ip_offset` and whose last 4 bytes are the ICRC.
+pub fn seal(frame: &mut [u8], ip_offset: usize) -> Result<u32> {
+    let ip = frame.get_mut(ip_offset..).ok_or(Error::Truncated)?;
+    icrc::seal(ip).map_err(|_| Error::Truncated)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::ext::{AckSyndrome, NakCode};
+    use crate::wire::opcode::Op;
+    use crate::wire::Psn;
+
+    fn base(op: Opcode) -> FrameRepr {
+        let mut b = BthRepr::new(op, 0x12, Psn::new(0xABCDEF));
+        b.ack_req = true;
+        FrameRepr::roce_v4(
+            MacAddr([2, 0, 0, 0, 0, 1]),
+            MacAddr([2, 0, 0, 0, 0, 2]),
+            "198.18.0.1".parse().unwrap(),
+            "198.18.0.2".parse().unwrap(),
+            26,
+            Ecn::Ect0,
+            0xC001,
+            b,
+        )
+    }
+
+    #[test]
+    fn emit_then_parse_gives_the_same_frame() {
+        let mut r = base(Opcode::rc(Op::RdmaWriteOnlyWithImmediate));
+        r.ext.reth = Some(RethRepr {
+            va: 0x1000,
+            rkey: 0x77,
+            dma_len: 5,
+        });
+        r.ext.imm = Some(0xCAFEBABE);
+        let mut buf = [0u8; 256];
+        let n = r.emit(b"hello", &mut buf).unwrap();
+        assert_eq!(n, 14 + 20 + 8 + 12 + 16 + 4 + 8 + 4);
+        let f = Frame::parse(&buf[..n]).unwrap();
+        assert_eq!(f.repr, r);
+        assert_eq!(f.payload, b"hello");
+        assert_eq!(f.pad, 3);
+        assert!(f.icrc_ok());
+        assert_eq!(f.len(), n);
+    }
+
+    #[test]
+    fn headers_must_match_the_opcode() {
+        let mut r = base(Opcode::rc(Op::Acknowledge));
+        let mut buf = [0u8; 128];
+        assert_eq!(r.emit(&[], &mut buf), Err(Error::HeadersMismatch));
+        r.ext.aeth = Some(AethRepr {
+            syndrome: AckSyndrome::Nak(NakCode::PsnSequenceError),
+            msn: 3,
+        });
+        assert_eq!(r.emit(b"x", &mut buf), Err(Error::HeadersMismatch));
+        let n = r.emit(&[], &mut buf).unwrap();
+        assert_eq!(n, 62);
+        assert_eq!(r.emit(&[], &mut buf[..61]), Err(Error::BufferTooSmall));
+    }
+
+    #[test]
+    fn a_cnp_is_the_connectx_cnp() {
+        let mut marked = base(Opcode::rc(Op::SendOnly));
+        marked.ip.set_ecn(Ecn::Ce);
+        marked.bth.pkey = 0x8001;
+        let c = FrameRepr::cnp(&marked, 0xd2, 48);
+        let mut buf = [0u8; 128];
+        let n = c.emit(&[], &mut buf).unwrap();
+        let bth = &buf[42..54];
+        assert_eq!(bth, [0x81, 0, 0x80, 0x01, 0x40, 0, 0, 0xd2, 0, 0, 0, 0]);
+        assert_eq!(&buf[54..70], &[0u8; 16]);
+        assert_eq!(n, 74);
+        let f = Frame::parse(&buf[..n]).unwrap();
+        assert!(f.icrc_ok());
+        assert_eq!(f.repr.ip.dscp(), 48);
+        assert_eq!(f.repr.ip.dst(), marked.ip.src());
+        assert_eq!(f.repr.eth.dst, marked.eth.src);
+    }
+
+    #[test]
+    fn malformed_frames_get_their_own_errors() {
+        let mut r = base(Opcode::rc(Op::SendOnly));
+        let mut buf = [0u8; 128];
+        let n = r.emit(b"abcd", &mut buf).unwrap();
+        let f = &buf[..n];
+        for cut in 0..n {
+            assert!(Frame::parse(&f[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut e = [0u8; 128];
+        let m = r.emit(&[], &mut e).unwrap();
+        e[43] |= 0x10; // pad 1 with no payload
+        assert_eq!(Frame::parse(&e[..m]), Err(Error::BadPad));
+        let mut g = f.to_vec();
+        g[42] = 0x15;
+        assert_eq!(Frame::parse(&g), Err(Error::UnknownOpcode(0x15)));
+        let mut g = f.to_vec();
+        g[37] = 0xB8; // UDP port 4792
+        assert_eq!(Frame::parse(&g), Err(Error::NotRoce));
+        let mut g = f.to_vec();
+        g[n - 1] ^= 1;
+        assert!(!Frame::parse(&g).unwrap().icrc_ok());
+        // Ethernet padding after the IP packet is ignored.
+        let mut g = f.to_vec();
+        g.extend_from_slice(&[0; 6]);
+        assert_eq!(Frame::parse(&g).unwrap().len(), n);
+        r.ext.deth = Some(DethRepr::default());
+        assert_eq!(r.emit(&[], &mut buf), Err(Error::HeadersMismatch));
+    }
+}

@@ -1,0 +1,389 @@
+//! The opcode table: what each BTH opcode means and which extension headers
+//! follow the BTH (IBTA Vol. 1 §9.2.1 table 38 and §9.3; include/rdma/
+//! ib_pack.h; rxe_opcode.c; reference B.3). The one place that says so:
+//! parse, emit and the transport all ask [`Opcode::info`].
+//!
+//! An opcode is a transport (bits 7..5: RC 000, UC 001, RD 010, UD 011,
+//! CNP 100, XRC 101) plus an operation (bits 4..0). RoCE v2 adds the CNP,
+//! opcode 0x81 (A17 §17.9.3).
+
+use core::fmt;
+
+/// The transport service of an opcode (its bits 7..5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Transport {
+    Rc,
+    Uc,
+    Rd,
+    Ud,
+    Cnp,
+    Xrc,
+    Reserved,
+}
+
+impl Transport {
+    pub fn name(self) -> &'static str {
+        match self {
+            Transport::Rc => "RC",
+            Transport::Uc => "UC",
+            Transport::Rd => "RD",
+            Transport::Ud => "UD",
+            Transport::Cnp => "CNP",
+            Transport::Xrc => "XRC",
+            Transport::Reserved => "RESERVED",
+        }
+    }
+
+    /// The transport's opcode base (its bits 7..5).
+    pub const fn base(self) -> u8 {
+        match self {
+            Transport::Rc => 0x00,
+            Transport::Uc => 0x20,
+            Transport::Rd => 0x40,
+            Transport::Ud => 0x60,
+            Transport::Cnp => 0x80,
+            Transport::Xrc => 0xA0,
+            Transport::Reserved => 0xE0,
+        }
+    }
+}
+
+/// The extension headers after the BTH, as a set. On the wire they come in
+/// the order of the constants below (IBTA §9.2, A17 §17.9.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct HeaderSet(u16);
+
+impl HeaderSet {
+    pub const NONE: HeaderSet = HeaderSet(0);
+    /// Datagram ETH, 8 B (UD).
+    pub const DETH: HeaderSet = HeaderSet(1 << 0);
+    /// Flush ETH, 4 B (FLUSH).
+    pub const FETH: HeaderSet = HeaderSet(1 << 1);
+    /// RDMA ETH, 16 B.
+    pub const RETH: HeaderSet = HeaderSet(1 << 2);
+    /// Atomic ETH, 28 B.
+    pub const ATOMIC_ETH: HeaderSet = HeaderSet(1 << 3);
+    /// ACK ETH, 4 B.
+    pub const AETH: HeaderSet = HeaderSet(1 << 4);
+    /// Atomic ACK ETH, 8 B.
+    pub const ATOMIC_ACK_ETH: HeaderSet = HeaderSet(1 << 5);
+    /// Immediate data, 4 B.
+    pub const IMMDT: HeaderSet = HeaderSet(1 << 6);
+    /// Invalidate ETH, 4 B.
+    pub const IETH: HeaderSet = HeaderSet(1 << 7);
+    /// The CNP's 16 reserved bytes.
+    pub const CNP: HeaderSet = HeaderSet(1 << 8);
+
+    pub const fn union(self, o: HeaderSet) -> HeaderSet {
+        HeaderSet(self.0 | o.0)
+    }
+    pub const fn contains(self, o: HeaderSet) -> bool {
+        self.0 & o.0 == o.0
+    }
+    /// Total length of the headers in the set.
+    pub const fn len(self) -> usize {
+        let mut n = 0;
+        let sizes = [8, 4, 16, 28, 4, 8, 4, 4, 16];
+        let mut i = 0;
+        while i < sizes.len() {
+            if self.0 & (1 << i) != 0 {
+                n += sizes[i];
+            }
+            i += 1;
+        }
+        n
+    }
+    pub const fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+}
+
+/// The operation of an opcode (its bits 4..0), ib_pack.h's names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Op {
+    SendFirst = 0x00,
+    SendMiddle = 0x01,
+    SendLast = 0x02,
+    SendLastWithImmediate = 0x03,
+    SendOnly = 0x04,
+    SendOnlyWithImmediate = 0x05,
+    RdmaWriteFirst = 0x06,
+    RdmaWriteMiddle = 0x07,
+    RdmaWriteLast = 0x08,
+    RdmaWriteLastWithImmediate = 0x09,
+    RdmaWriteOnly = 0x0A,
+    RdmaWriteOnlyWithImmediate = 0x0B,
+    RdmaReadRequest = 0x0C,
+    RdmaReadResponseFirst = 0x0D,
+    RdmaReadResponseMiddle = 0x0E,
+    RdmaReadResponseLast = 0x0F,
+    RdmaReadResponseOnly = 0x10,
+    Acknowledge = 0x11,
+    AtomicAcknowledge = 0x12,
+    CompareSwap = 0x13,
+    FetchAdd = 0x14,
+    SendLastWithInvalidate = 0x16,
+    SendOnlyWithInvalidate = 0x17,
+    Flush = 0x1C,
+    AtomicWrite = 0x1D,
+}
+
+/// Where a packet sits in its message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Position {
+    First,
+    Middle,
+    Last,
+    Only,
+}
+
+/// What an opcode is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Class {
+    Send,
+    Write,
+    ReadRequest,
+    ReadResponse,
+    Ack,
+    AtomicAck,
+    Atomic,
+    Flush,
+    AtomicWrite,
+    Cnp,
+}
+
+/// One row of the opcode table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpcodeInfo {
+    pub opcode: Opcode,
+    pub transport: Transport,
+    /// ib_pack.h's operation name, e.g. `SEND_FIRST`.
+    pub op_name: &'static str,
+    pub class: Class,
+    pub position: Position,
+    /// Extension headers after the BTH.
+    pub headers: HeaderSet,
+    /// Whether a payload may follow the headers.
+    pub payload: bool,
+}
+
+impl OpcodeInfo {
+    /// Sent by a requester (a responder sends ACKs and READ responses).
+    pub fn is_request(&self) -> bool {
+        !matches!(
+            self.class,
+            Class::ReadResponse | Class::Ack | Class::AtomicAck | Class::Cnp
+        )
+    }
+    /// Carries immediate data for the receiver's completion.
+    pub fn has_immediate(&self) -> bool {
+        self.headers.contains(HeaderSet::IMMDT)
+    }
+    /// Starts a message (FIRST or ONLY).
+    pub fn starts_message(&self) -> bool {
+        matches!(self.position, Position::First | Position::Only)
+    }
+    /// Ends a message (LAST or ONLY).
+    pub fn ends_message(&self) -> bool {
+        matches!(self.position, Position::Last | Position::Only)
+    }
+}
+
+/// A BTH opcode byte. Any value can be held; [`Opcode::info`] says whether
+/// the table knows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Opcode(pub u8);
+
+impl Opcode {
+    /// The RoCE v2 congestion notification packet (A17 §17.9.3).
+    pub const CNP: Opcode = Opcode(0x81);
+
+    pub const fn new(t: Transport, op: Op) -> Opcode {
+        Opcode(t.base() | op as u8)
+    }
+    pub const fn rc(op: Op) -> Opcode {
+        Opcode::new(Transport::Rc, op)
+    }
+    pub const fn uc(op: Op) -> Opcode {
+        Opcode::new(Transport::Uc, op)
+    }
+    pub const fn ud(op: Op) -> Opcode {
+        Opcode::new(Transport::Ud, op)
+    }
+
+    pub const fn transport(self) -> Transport {
+        match self.0 >> 5 {
+            0 => Transport::Rc,
+            1 => Transport::Uc,
+            2 => Transport::Rd,
+            3 => Transport::Ud,
+            4 => Transport::Cnp,
+            5 => Transport::Xrc,
+            _ => Transport::Reserved,
+        }
+    }
+
+    /// The table's row, or `None` for an opcode RoCE v2 peers do not send.
+    #[inline]
+    pub fn info(self) -> Option<&'static OpcodeInfo> {
+        TABLE[self.0 as usize].as_ref()
+    }
+
+    /// Every opcode the table knows, in numeric order.
+    pub fn all() -> impl Iterator<Item = &'static OpcodeInfo> {
+        TABLE.iter().flatten()
+    }
+}
+
+impl fmt::Display for Opcode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.info() {
+            Some(i) if i.transport == Transport::Cnp => f.write_str("CNP"),
+            Some(i) => write!(f, "{}_{}", i.transport.name(), i.op_name),
+            None => write!(f, "OPCODE_{:#04x}", self.0),
+        }
+    }
+}
+
+const H: HeaderSet = HeaderSet::NONE;
+const R: HeaderSet = HeaderSet::RETH;
+const A: HeaderSet = HeaderSet::AETH;
+const I: HeaderSet = HeaderSet::IMMDT;
+
+/// Per operation: name, class, position, headers (without DETH), payload.
+const fn op_row(op: u8) -> Option<(&'static str, Class, Position, HeaderSet, bool)> {
+    use Class::*;
+    use Position::*;
+    Some(match op {
+        0x00 => ("SEND_FIRST", Send, First, H, true),
+        0x01 => ("SEND_MIDDLE", Send, Middle, H, true),
+        0x02 => ("SEND_LAST", Send, Last, H, true),
+        0x03 => ("SEND_LAST_WITH_IMMEDIATE", Send, Last, I, true),
+        0x04 => ("SEND_ONLY", Send, Only, H, true),
+        0x05 => ("SEND_ONLY_WITH_IMMEDIATE", Send, Only, I, true),
+        0x06 => ("RDMA_WRITE_FIRST", Write, First, R, true),
+        0x07 => ("RDMA_WRITE_MIDDLE", Write, Middle, H, true),
+        0x08 => ("RDMA_WRITE_LAST", Write, Last, H, true),
+        0x09 => ("RDMA_WRITE_LAST_WITH_IMMEDIATE", Write, Last, I, true),
+        0x0A => ("RDMA_WRITE_ONLY", Write, Only, R, true),
+        0x0B => (
+            "RDMA_WRITE_ONLY_WITH_IMMEDIATE",
+            Write,
+            Only,
+            R.union(I),
+            true,
+        ),
+        0x0C => ("RDMA_READ_REQUEST", ReadRequest, Only, R, false),
+        0x0D => ("RDMA_READ_RESPONSE_FIRST", ReadResponse, First, A, true),
+        0x0E => ("RDMA_READ_RESPONSE_MIDDLE", ReadResponse, Middle, H, true),
+        0x0F => ("RDMA_READ_RESPONSE_LAST", ReadResponse, Last, A, true),
+        0x10 => ("RDMA_READ_RESPONSE_ONLY", ReadResponse, Only, A, true),
+        0x11 => ("ACKNOWLEDGE", Ack, Only, A, false),
+        0x12 => (
+            "ATOMIC_ACKNOWLEDGE",
+            AtomicAck,
+            Only,
+            A.union(HeaderSet::ATOMIC_ACK_ETH),
+            false,
+        ),
+        0x13 => ("COMPARE_SWAP", Atomic, Only, HeaderSet::ATOMIC_ETH, false),
+        0x14 => ("FETCH_ADD", Atomic, Only, HeaderSet::ATOMIC_ETH, false),
+        0x16 => (
+            "SEND_LAST_WITH_INVALIDATE",
+            Send,
+            Last,
+            HeaderSet::IETH,
+            true,
+        ),
+        0x17 => (
+            "SEND_ONLY_WITH_INVALIDATE",
+            Send,
+            Only,
+            HeaderSet::IETH,
+            true,
+        ),
+        0x1C => ("FLUSH", Flush, Only, HeaderSet::FETH.union(R), false),
+        // The 8 bytes to write travel as the payload.
+        0x1D => ("ATOMIC_WRITE", AtomicWrite, Only, R, true),
+        _ => return None,
+    })
+}
+
+const fn row(opcode: u8) -> Option<OpcodeInfo> {
+    let transport = Opcode(opcode).transport();
+    let op = opcode & 0x1F;
+    if opcode == Opcode::CNP.0 {
+        return Some(OpcodeInfo {
+            opcode: Opcode::CNP,
+            transport,
+            op_name: "CNP",
+            class: Class::Cnp,
+            position: Position::Only,
+            headers: HeaderSet::CNP,
+            payload: false,
+        });
+    }
+    let allowed = match transport {
+        Transport::Rc => true,
+        // UC: SEND and RDMA WRITE only (IBTA §9.2.1 table 38).
+        Transport::Uc => op <= 0x0B,
+        // UD: SEND ONLY with and without immediate, each with a DETH.
+        Transport::Ud => op == 0x04 || op == 0x05,
+        _ => false,
+    };
+    if !allowed {
+        return None;
+    }
+    let Some((op_name, class, position, mut headers, payload)) = op_row(op) else {
+        return None;
+    };
+    if matches!(transport, Transport::Ud) {
+        headers = headers.union(HeaderSet::DETH);
+    }
+    Some(OpcodeInfo {
+        opcode: Opcode(opcode),
+        transport,
+        op_name,
+        class,
+        position,
+        headers,
+        payload,
+    })
+}
+
+static TABLE: [Option<OpcodeInfo>; 256] = {
+    let mut t = [None; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = row(i as u8);
+        i += 1;
+    }
+    t
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_matches_ib_pack_h() {
+        assert_eq!(Opcode::all().count(), 25 + 12 + 2 + 1);
+        assert_eq!(Opcode(0x0A).to_string(), "RC_RDMA_WRITE_ONLY");
+        assert_eq!(Opcode(0x24).to_string(), "UC_SEND_ONLY");
+        assert_eq!(Opcode(0x64).to_string(), "UD_SEND_ONLY");
+        assert_eq!(Opcode(0x81).to_string(), "CNP");
+        assert_eq!(Opcode(0x15).to_string(), "OPCODE_0x15");
+        assert!(Opcode(0x2C).info().is_none(), "no UC READ");
+        assert!(Opcode(0x60).info().is_none(), "no UD SEND FIRST");
+        let ud = Opcode(0x65).info().unwrap();
+        assert_eq!(ud.headers, HeaderSet::DETH.union(HeaderSet::IMMDT));
+        let rmid = Opcode::rc(Op::RdmaReadResponseMiddle).info().unwrap();
+        assert!(!rmid.headers.contains(HeaderSet::AETH));
+        assert_eq!(Opcode(0x12).info().unwrap().headers.len(), 12);
+        assert_eq!(Opcode(0x13).info().unwrap().headers.len(), 28);
+        assert_eq!(Opcode(0x81).info().unwrap().headers.len(), 16);
+        assert!(Opcode(0x0F).info().unwrap().ends_message());
+        assert!(!Opcode(0x0F).info().unwrap().is_request());
+    }
+}
