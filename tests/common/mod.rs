@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+pub mod frames;
 pub mod oracle;
 
 use std::io::Read;
