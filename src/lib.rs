@@ -8,6 +8,7 @@
 //! - [`wire`]: RoCE v2 byte layouts: header views and `Repr`s, the opcode
 //!   table, PSN arithmetic, the ICRC, whole-frame parse / emit;
 //! - [`pcap`]: classic pcap files, read and written;
+//! - [`decode`]: what `ferroce decode` says of each captured frame;
 //! - [`backend`]: the `Backend` trait the engine drives, and backends that
 //!   need no DPDK;
 //! - [`dpdk`]: the DPDK layer and all FFI (feature `dpdk`);
@@ -21,6 +22,7 @@
 
 pub mod backend;
 pub mod config;
+pub mod decode;
 pub mod dpdk;
 pub mod engine;
 pub mod pcap;

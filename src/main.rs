@@ -67,6 +67,16 @@ enum Cmd {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// One line per frame of pcap files: RoCE v2 headers and ICRC check.
+    /// Exits 1 if any RoCE frame has a bad ICRC or is malformed.
+    Decode {
+        /// Classic pcap files (Ethernet).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// One JSON object per frame (and a last one with the totals).
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -102,7 +112,11 @@ fn main() -> ExitCode {
         .format_target(false)
         .init();
     let cli = Cli::parse();
-    match run(cli) {
+    let result = match cli.cmd {
+        Cmd::Decode { files, json } => decode(&files, json),
+        cmd => run(cmd),
+    };
+    match result {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
         Err(e) => {
@@ -121,8 +135,8 @@ fn load(path: &Option<PathBuf>) -> Result<Config> {
 
 /// Without DPDK the arguments and configs are still checked, then refused.
 #[cfg(not(feature = "dpdk"))]
-fn run(cli: Cli) -> Result<bool> {
-    match cli.cmd {
+fn run(cmd: Cmd) -> Result<bool> {
+    match cmd {
         Cmd::Demo { config, .. }
         | Cmd::Info { config }
         | Cmd::Bench {
@@ -142,13 +156,14 @@ fn run(cli: Cli) -> Result<bool> {
             }
             peer_mac.map(|m| parse_mac(&m)).transpose()?;
         }
+        Cmd::Decode { .. } => unreachable!("handled in main"),
     }
     bail!("this ferroce was built without the `dpdk` feature; rebuild with default features")
 }
 
 #[cfg(feature = "dpdk")]
-fn run(cli: Cli) -> Result<bool> {
-    match cli.cmd {
+fn run(cmd: Cmd) -> Result<bool> {
+    match cmd {
         Cmd::Demo {
             config,
             count,
@@ -193,7 +208,55 @@ fn run(cli: Cli) -> Result<bool> {
                 },
         } => cmd::bench_io(&load(&config)?, packets, frame_len, rounds),
         Cmd::Info { config } => cmd::info(&load(&config)?),
+        Cmd::Decode { .. } => unreachable!("handled in main"),
     }
+}
+
+/// `ferroce decode`: every frame of every file, then the totals. Ok(false)
+/// (exit 1) when a RoCE frame is malformed or has a bad ICRC.
+fn decode(files: &[PathBuf], json: bool) -> Result<bool> {
+    use std::io::Write;
+    let mut d = ferroce::decode::Decoder::new();
+    let out = std::io::stdout();
+    let mut out = std::io::BufWriter::new(out.lock());
+    for path in files {
+        let mut r = ferroce::pcap::open(path).with_context(|| format!("{}", path.display()))?;
+        if r.linktype() != ferroce::pcap::LINKTYPE_ETHERNET {
+            bail!(
+                "{}: link type {} is not Ethernet (1)",
+                path.display(),
+                r.linktype()
+            );
+        }
+        d.next_file();
+        if !json && files.len() > 1 {
+            writeln!(out, "# {}", path.display())?;
+        }
+        while let Some(rec) = r
+            .next_record()
+            .with_context(|| format!("reading {}", path.display()))?
+        {
+            let line = d.frame(rec.ts_ns, rec.orig_len as usize, rec.data);
+            if json {
+                let mut v = serde_json::to_value(&line)?;
+                v["file"] = path.display().to_string().into();
+                writeln!(out, "{v}")?;
+            } else {
+                writeln!(out, "{}", line.text())?;
+            }
+        }
+    }
+    if json {
+        writeln!(
+            out,
+            "{}",
+            serde_json::json!({ "kind": "totals", "totals": d.totals })
+        )?;
+    } else {
+        writeln!(out, "{}", d.totals.line())?;
+    }
+    out.flush()?;
+    Ok(d.totals.clean())
 }
 
 fn parse_mac(s: &str) -> Result<[u8; 6]> {

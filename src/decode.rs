@@ -1,0 +1,517 @@
+//! `ferroce decode`: what a capture holds, one line (or one JSON object) per
+//! frame, and a verdict. The library side of the command: [`Decoder`] turns
+//! captured frames into [`Line`]s and keeps the totals.
+//!
+//! A frame is one of:
+//! - **RoCE**: UDP to port 4791 that parses ([`crate::wire::Frame`]); shown
+//!   with its opcode, QP, PSN, extension headers and `icrc=ok|BAD`;
+//! - **malformed**: UDP to port 4791 that does not parse; shown with why;
+//! - **skipped**: anything else (ARP, TCP, ...), named through etherparse;
+//!   also a frame the capture cut short (snaplen), which cannot be judged.
+//!
+//! "roce frames" in the totals counts RoCE and malformed frames together:
+//! `roce = icrc ok + icrc bad + malformed`.
+
+use crate::wire::ext::AckSyndrome;
+use crate::wire::{Error, Frame};
+use serde::Serialize;
+use std::fmt::Write as _;
+
+/// Totals over everything decoded so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Totals {
+    pub roce: u64,
+    pub icrc_ok: u64,
+    pub icrc_bad: u64,
+    pub malformed: u64,
+    pub skipped: u64,
+}
+
+impl Totals {
+    /// Whether everything RoCE was well-formed with a good ICRC.
+    pub fn clean(&self) -> bool {
+        self.icrc_bad == 0 && self.malformed == 0
+    }
+
+    /// The summary line.
+    pub fn line(&self) -> String {
+        format!(
+            "{} roce frames, {} icrc ok, {} icrc bad, {} malformed",
+            self.roce, self.icrc_ok, self.icrc_bad, self.malformed
+        )
+    }
+}
+
+/// RETH fields.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct RethLine {
+    pub va: u64,
+    pub rkey: u32,
+    pub dma_len: u32,
+}
+
+/// AETH fields.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct AethLine {
+    /// "ack", "rnr-nak", "nak" or "reserved".
+    pub kind: &'static str,
+    /// The syndrome byte.
+    pub syndrome: u8,
+    /// ACK: credit code; RNR NAK: timer code; NAK: NAK code.
+    pub value: u8,
+    /// NAK reason, e.g. "psn-seq-err".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nak: Option<&'static str>,
+    pub msn: u32,
+}
+
+/// AtomicETH fields.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct AtomicLine {
+    pub va: u64,
+    pub rkey: u32,
+    pub swap_add: u64,
+    pub compare: u64,
+}
+
+/// DETH fields.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct DethLine {
+    pub qkey: u32,
+    pub src_qp: u32,
+}
+
+/// One RoCE frame's fields, as printed.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct RoceLine {
+    pub src: String,
+    pub dst: String,
+    pub udp_sport: u16,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vlan: Option<u16>,
+    pub opcode: String,
+    pub opcode_num: u8,
+    pub dest_qp: u32,
+    pub psn: u32,
+    pub ack_req: bool,
+    pub solicited: bool,
+    pub pkey: u16,
+    pub becn: bool,
+    pub dscp: u8,
+    pub ecn: &'static str,
+    pub ttl: u8,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deth: Option<DethLine>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reth: Option<RethLine>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub atomic: Option<AtomicLine>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub aeth: Option<AethLine>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub atomic_ack: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub imm: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ieth: Option<u32>,
+    pub payload_len: usize,
+    pub pad: u8,
+    pub icrc_ok: bool,
+    pub icrc: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub icrc_expected: Option<u32>,
+}
+
+/// What a frame turned out to be.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Verdict {
+    Roce(Box<RoceLine>),
+    Malformed {
+        src: String,
+        dst: String,
+        error: String,
+    },
+    Skipped {
+        what: String,
+    },
+}
+
+/// One decoded frame.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Line {
+    /// 1-based index within its file.
+    pub frame: u64,
+    /// Capture time since the Unix epoch, ns.
+    pub ts_ns: u64,
+    /// Seconds since the first frame of the file.
+    pub time: f64,
+    pub len: usize,
+    #[serde(flatten)]
+    pub verdict: Verdict,
+}
+
+/// Decodes frames one at a time and keeps the totals.
+#[derive(Debug, Default)]
+pub struct Decoder {
+    pub totals: Totals,
+    first_ts: Option<u64>,
+    index: u64,
+}
+
+impl Decoder {
+    pub fn new() -> Decoder {
+        Decoder::default()
+    }
+
+    /// Starts a new file: frame numbers and relative times restart.
+    pub fn next_file(&mut self) {
+        self.first_ts = None;
+        self.index = 0;
+    }
+
+    /// Decodes one captured frame; `orig_len` is its length on the wire
+    /// (more than `data.len()` when the capture cut it).
+    pub fn frame(&mut self, ts_ns: u64, orig_len: usize, data: &[u8]) -> Line {
+        self.index += 1;
+        let first = *self.first_ts.get_or_insert(ts_ns);
+        let verdict = self.verdict(orig_len, data);
+        Line {
+            frame: self.index,
+            ts_ns,
+            time: ts_ns.saturating_sub(first) as f64 / 1e9,
+            len: orig_len,
+            verdict,
+        }
+    }
+
+    fn verdict(&mut self, orig_len: usize, data: &[u8]) -> Verdict {
+        let t = &mut self.totals;
+        match Frame::parse(data) {
+            Ok(f) => {
+                t.roce += 1;
+                let line = roce_line(&f);
+                if line.icrc_ok {
+                    t.icrc_ok += 1;
+                } else {
+                    t.icrc_bad += 1;
+                }
+                Verdict::Roce(Box::new(line))
+            }
+            Err(Error::NotRoce) => {
+                t.skipped += 1;
+                Verdict::Skipped {
+                    what: describe_other(data),
+                }
+            }
+            Err(_) if data.len() < orig_len => {
+                t.skipped += 1;
+                Verdict::Skipped {
+                    what: format!(
+                        "cut by the capture ({} of {orig_len} bytes): {}",
+                        data.len(),
+                        describe_other(data)
+                    ),
+                }
+            }
+            Err(e) => {
+                t.roce += 1;
+                t.malformed += 1;
+                let (src, dst) = addresses(data);
+                Verdict::Malformed {
+                    src,
+                    dst,
+                    error: e.to_string(),
+                }
+            }
+        }
+    }
+}
+
+fn roce_line(f: &Frame<'_>) -> RoceLine {
+    let r = &f.repr;
+    let e = &r.ext;
+    let icrc_ok = f.icrc_ok();
+    RoceLine {
+        src: r.ip.src().to_string(),
+        dst: r.ip.dst().to_string(),
+        udp_sport: r.udp.src_port,
+        vlan: r.eth.vlan.map(|v| v.vid),
+        opcode: r.bth.opcode.to_string(),
+        opcode_num: r.bth.opcode.0,
+        dest_qp: r.bth.dest_qp,
+        psn: r.bth.psn.value(),
+        ack_req: r.bth.ack_req,
+        solicited: r.bth.solicited,
+        pkey: r.bth.pkey,
+        becn: r.bth.becn,
+        dscp: r.ip.dscp(),
+        ecn: r.ip.ecn().name(),
+        ttl: r.ip.ttl(),
+        deth: e.deth.map(|d| DethLine {
+            qkey: d.qkey,
+            src_qp: d.src_qp,
+        }),
+        reth: e.reth.map(|x| RethLine {
+            va: x.va,
+            rkey: x.rkey,
+            dma_len: x.dma_len,
+        }),
+        atomic: e.atomic.map(|a| AtomicLine {
+            va: a.va,
+            rkey: a.rkey,
+            swap_add: a.swap_add,
+            compare: a.compare,
+        }),
+        aeth: e.aeth.map(|a| {
+            let (kind, value, nak) = match a.syndrome {
+                AckSyndrome::Ack { credit } => ("ack", credit, None),
+                AckSyndrome::RnrNak { timer } => ("rnr-nak", timer, None),
+                AckSyndrome::Nak(c) => ("nak", c.code(), Some(c.name())),
+                AckSyndrome::Reserved(b) => ("reserved", b, None),
+            };
+            AethLine {
+                kind,
+                syndrome: a.syndrome.to_byte(),
+                value,
+                nak,
+                msn: a.msn,
+            }
+        }),
+        atomic_ack: e.atomic_ack,
+        imm: e.imm,
+        ieth: e.ieth,
+        payload_len: f.payload.len(),
+        pad: f.pad,
+        icrc_ok,
+        icrc: f.icrc,
+        icrc_expected: (!icrc_ok).then(|| f.icrc_expected()),
+    }
+}
+
+/// Source and destination of a frame that is not (valid) RoCE, as far as
+/// etherparse can tell.
+fn addresses(data: &[u8]) -> (String, String) {
+    use etherparse::{NetSlice, SlicedPacket};
+    match SlicedPacket::from_ethernet(data).ok().and_then(|p| p.net) {
+        Some(NetSlice::Ipv4(ip)) => (
+            ip.header().source_addr().to_string(),
+            ip.header().destination_addr().to_string(),
+        ),
+        Some(NetSlice::Ipv6(ip)) => (
+            ip.header().source_addr().to_string(),
+            ip.header().destination_addr().to_string(),
+        ),
+        _ => ("?".into(), "?".into()),
+    }
+}
+
+/// A short name for a frame that is not RoCE (the slow path: etherparse).
+pub fn describe_other(data: &[u8]) -> String {
+    use etherparse::{LinkSlice, NetSlice, SlicedPacket, TransportSlice};
+    let p = match SlicedPacket::from_ethernet(data) {
+        Ok(p) => p,
+        Err(e) => return format!("not decodable ({e})"),
+    };
+    let (src, dst, ip) = match &p.net {
+        Some(NetSlice::Arp(a)) => {
+            return format!("ARP {:?}", a.operation());
+        }
+        Some(NetSlice::Ipv4(ip)) => (
+            ip.header().source_addr().to_string(),
+            ip.header().destination_addr().to_string(),
+            "IPv4",
+        ),
+        Some(NetSlice::Ipv6(ip)) => (
+            ip.header().source_addr().to_string(),
+            ip.header().destination_addr().to_string(),
+            "IPv6",
+        ),
+        None => {
+            let ty = match &p.link {
+                Some(LinkSlice::Ethernet2(e)) => format!("{:#06x}", e.ether_type().0),
+                _ => "?".into(),
+            };
+            return format!("EtherType {ty}");
+        }
+    };
+    match &p.transport {
+        Some(TransportSlice::Tcp(t)) => format!(
+            "{ip} TCP {src}:{} -> {dst}:{}",
+            t.source_port(),
+            t.destination_port()
+        ),
+        Some(TransportSlice::Udp(u)) => format!(
+            "{ip} UDP {src}:{} -> {dst}:{}",
+            u.source_port(),
+            u.destination_port()
+        ),
+        Some(TransportSlice::Icmpv4(_)) | Some(TransportSlice::Icmpv6(_)) => {
+            format!("{ip} ICMP {src} -> {dst}")
+        }
+        _ => format!("{ip} {src} -> {dst}"),
+    }
+}
+
+impl Line {
+    /// The one-line text form.
+    pub fn text(&self) -> String {
+        let mut s = format!("{:5} {:11.6} ", self.frame, self.time);
+        match &self.verdict {
+            Verdict::Skipped { what } => {
+                let _ = write!(s, "skipped: {what}");
+            }
+            Verdict::Malformed { src, dst, error } => {
+                let _ = write!(s, "{src} -> {dst} MALFORMED: {error}");
+            }
+            Verdict::Roce(r) => {
+                let _ = write!(
+                    s,
+                    "{}:{} -> {} {} qp={:#08x} psn={} A={}",
+                    r.src, r.udp_sport, r.dst, r.opcode, r.dest_qp, r.psn, r.ack_req as u8
+                );
+                if r.solicited {
+                    s.push_str(" SE=1");
+                }
+                if r.pkey != 0xFFFF {
+                    let _ = write!(s, " pkey={:#06x}", r.pkey);
+                }
+                if r.becn {
+                    s.push_str(" BECN=1");
+                }
+                if let Some(v) = r.vlan {
+                    let _ = write!(s, " vlan={v}");
+                }
+                if let Some(d) = &r.deth {
+                    let _ = write!(s, " deth(qkey={:#x} src_qp={:#x})", d.qkey, d.src_qp);
+                }
+                if let Some(x) = &r.reth {
+                    let _ = write!(
+                        s,
+                        " reth(va={:#x} rkey={:#x} len={})",
+                        x.va, x.rkey, x.dma_len
+                    );
+                }
+                if let Some(a) = &r.atomic {
+                    let _ = write!(
+                        s,
+                        " atomic(va={:#x} rkey={:#x} swap_add={:#x} compare={:#x})",
+                        a.va, a.rkey, a.swap_add, a.compare
+                    );
+                }
+                if let Some(a) = &r.aeth {
+                    match (a.kind, a.nak) {
+                        ("ack", _) => {
+                            let _ = write!(s, " aeth(ack credit={} msn={})", a.value, a.msn);
+                        }
+                        ("rnr-nak", _) => {
+                            let _ = write!(s, " aeth(rnr-nak timer={} msn={})", a.value, a.msn);
+                        }
+                        (_, Some(n)) => {
+                            let _ = write!(s, " aeth(nak {n} msn={})", a.msn);
+                        }
+                        _ => {
+                            let _ = write!(s, " aeth({:#04x} msn={})", a.syndrome, a.msn);
+                        }
+                    }
+                }
+                if let Some(v) = r.atomic_ack {
+                    let _ = write!(s, " orig={v:#x}");
+                }
+                if let Some(v) = r.imm {
+                    let _ = write!(s, " imm={v:#010x}");
+                }
+                if let Some(v) = r.ieth {
+                    let _ = write!(s, " invalidate_rkey={v:#x}");
+                }
+                let _ = write!(
+                    s,
+                    " len={} pad={} ecn={} icrc={}",
+                    r.payload_len,
+                    r.pad,
+                    r.ecn,
+                    if r.icrc_ok { "ok" } else { "BAD" }
+                );
+                if let Some(want) = r.icrc_expected {
+                    let _ = write!(s, " (carried {:#010x}, expected {want:#010x})", r.icrc);
+                }
+            }
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::opcode::Op;
+    use crate::wire::{BthRepr, Ecn, FrameRepr, MacAddr, Opcode, Psn};
+
+    fn frame() -> Vec<u8> {
+        let mut bth = BthRepr::new(Opcode::rc(Op::SendOnly), 0x11, Psn::new(5));
+        bth.ack_req = true;
+        let r = FrameRepr::roce_v4(
+            MacAddr([2, 0, 0, 0, 0, 1]),
+            MacAddr([2, 0, 0, 0, 0, 2]),
+            "198.18.0.1".parse().unwrap(),
+            "198.18.0.2".parse().unwrap(),
+            26,
+            Ecn::Ce,
+            0xC000,
+            bth,
+        );
+        let mut b = vec![0u8; 100];
+        let n = r.emit(b"12345", &mut b).unwrap();
+        b.truncate(n);
+        b
+    }
+
+    #[test]
+    fn good_bad_malformed_and_cut_frames_are_told_apart() {
+        let mut d = Decoder::new();
+        let good = frame();
+        let l = d.frame(1_000, good.len(), &good);
+        let t = l.text();
+        assert!(t.contains("RC_SEND_ONLY qp=0x000011 psn=5 A=1"), "{t}");
+        assert!(t.contains("len=5 pad=3 ecn=ce icrc=ok"), "{t}");
+        let mut bad = good.clone();
+        let n = bad.len();
+        bad[n - 6] ^= 1;
+        assert!(d.frame(2_000, n, &bad).text().contains("icrc=BAD"));
+        let mut mal = good.clone();
+        mal[14 + 20 + 8] = 0x15;
+        let t = d.frame(3_000, n, &mal).text();
+        assert!(t.contains("MALFORMED: unknown opcode 0x15"), "{t}");
+        let t = d.frame(4_000, n, &good[..60]).text();
+        assert!(t.contains("skipped: cut by the capture"), "{t}");
+        let t = d.frame(5_000, n, &good[..60]).text();
+        assert!(t.contains("0.000004"), "{t}");
+        assert_eq!(
+            d.totals,
+            Totals {
+                roce: 3,
+                icrc_ok: 1,
+                icrc_bad: 1,
+                malformed: 1,
+                skipped: 2
+            }
+        );
+        assert!(!d.totals.clean());
+        assert_eq!(
+            d.totals.line(),
+            "3 roce frames, 1 icrc ok, 1 icrc bad, 1 malformed"
+        );
+    }
+
+    #[test]
+    fn json_has_the_fields() {
+        let mut d = Decoder::new();
+        let good = frame();
+        let v = serde_json::to_value(d.frame(7, good.len(), &good)).unwrap();
+        assert_eq!(v["kind"], "roce");
+        assert_eq!(v["opcode"], "RC_SEND_ONLY");
+        assert_eq!(v["dest_qp"], 0x11);
+        assert_eq!(v["icrc_ok"], true);
+        assert_eq!(v["ecn"], "ce");
+    }
+}
