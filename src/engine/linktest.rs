@@ -4,10 +4,11 @@
 //! the wire between) end to end, and is what `ferroce demo` and
 //! `ferroce linktest` run.
 
-use super::probe::{Probe, ProbeError, ROCE_UDP_PORT};
+use super::probe::{Probe, ProbeError};
 use super::{Handler, Io};
 use crate::backend::{Backend, FrameBuf};
 use crate::time::Instant;
+use crate::wire::{Frame, IpRepr, Opcode};
 
 /// What one end saw.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -33,28 +34,30 @@ impl LinkReport {
     }
 }
 
-/// Whether a frame looks like a probe for queue pair `dest_qp`: IPv4, UDP
-/// to 4791, BTH destination QP. Anything else on the wire is foreign.
-fn is_probe_for(frame: &[u8], dest_qp: u32) -> bool {
-    frame.len() >= 54
-        && frame[12..14] == [0x08, 0x00]
-        && frame[23] == 17
-        && frame[36..38] == ROCE_UDP_PORT.to_be_bytes()
-        && u32::from_be_bytes([0, frame[47], frame[48], frame[49]]) == dest_qp
+/// Whether a frame is a probe for queue pair `dest_qp`: a RoCE v2 UD
+/// SEND_ONLY over IPv4 to that QP. Anything else on the wire is foreign.
+fn probe_for(frame: &[u8], dest_qp: u32) -> Option<Frame<'_>> {
+    Frame::parse(frame).ok().filter(|f| {
+        f.repr.bth.opcode == Opcode(0x64)
+            && f.repr.bth.dest_qp == dest_qp
+            && matches!(f.repr.ip, IpRepr::V4(_))
+    })
 }
 
 /// The addresses of a stream are learned from its first frame: a sender may
 /// not know the answerer's MAC (it then sends to broadcast), and the
 /// answerer need not be told the sender's addresses. After the first frame
 /// every byte is checked.
-fn learn_macs(p: &mut Probe, frame: &[u8]) {
-    p.dst_mac.copy_from_slice(&frame[0..6]);
-    p.src_mac.copy_from_slice(&frame[6..12]);
+fn learn_macs(p: &mut Probe, f: &Frame<'_>) {
+    p.dst_mac = f.repr.eth.dst.0;
+    p.src_mac = f.repr.eth.src.0;
 }
 
-fn learn_ips(p: &mut Probe, frame: &[u8]) {
-    p.src_ip = std::net::Ipv4Addr::new(frame[26], frame[27], frame[28], frame[29]);
-    p.dst_ip = std::net::Ipv4Addr::new(frame[30], frame[31], frame[32], frame[33]);
+fn learn_ips(p: &mut Probe, f: &Frame<'_>) {
+    if let IpRepr::V4(ip) = f.repr.ip {
+        p.src_ip = ip.src;
+        p.dst_ip = ip.dst;
+    }
 }
 
 /// The sending end: keeps at most `window` probes unanswered.
@@ -93,12 +96,12 @@ impl Sender {
 impl<B: Backend> Handler<B> for Sender {
     fn on_frame(&mut self, _now: Instant, frame: B::Buf, _io: &mut Io<'_, B>) -> bool {
         let f = frame.data();
-        if !is_probe_for(f, self.answer.dest_qp) {
+        let Some(parsed) = probe_for(f, self.answer.dest_qp) else {
             self.report.foreign += 1;
             return false;
-        }
+        };
         if !self.learned {
-            learn_macs(&mut self.answer, f);
+            learn_macs(&mut self.answer, &parsed);
             self.learned = true;
         }
         let seq = self.report.verified + self.report.mismatched;
@@ -118,7 +121,9 @@ impl<B: Backend> Handler<B> for Sender {
         {
             let Some(mut m) = io.alloc() else { return };
             let Some(buf) = m.append(len) else { return };
-            self.probe.build(self.report.sent, buf);
+            if self.probe.build(self.report.sent, buf).is_err() {
+                return;
+            }
             if io.send(m).is_err() {
                 return;
             }
@@ -163,13 +168,13 @@ impl Responder {
 impl<B: Backend> Handler<B> for Responder {
     fn on_frame(&mut self, _now: Instant, frame: B::Buf, io: &mut Io<'_, B>) -> bool {
         let f = frame.data();
-        if !is_probe_for(f, self.expect.dest_qp) {
+        let Some(parsed) = probe_for(f, self.expect.dest_qp) else {
             self.report.foreign += 1;
             return false;
-        }
+        };
         if !self.learned {
-            learn_macs(&mut self.expect, f);
-            learn_ips(&mut self.expect, f);
+            learn_macs(&mut self.expect, &parsed);
+            learn_ips(&mut self.expect, &parsed);
             self.answer = Probe {
                 src_mac: self.our_mac,
                 dst_mac: self.expect.src_mac,
@@ -188,7 +193,9 @@ impl<B: Backend> Handler<B> for Responder {
         let Some(buf) = m.append(self.answer.frame_len()) else {
             return true;
         };
-        self.answer.build(seq, buf);
+        if self.answer.build(seq, buf).is_err() {
+            return true;
+        }
         if io.send_or_drop(m) {
             self.report.sent += 1;
         }

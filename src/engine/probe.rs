@@ -3,21 +3,16 @@
 //! number, so a receiver can rebuild and compare every byte. The link tests
 //! and `ferroce demo` use them to prove a datapath end to end.
 
-use crate::wire::icrc;
+use crate::wire::opcode::Op;
+use crate::wire::{frame, BthRepr, DethRepr, Ecn, FrameRepr, IpRepr, MacAddr, Opcode, Psn};
 use std::net::Ipv4Addr;
 
-const ETH: usize = 14;
-const IPV4: usize = 20;
-const UDP: usize = 8;
-const BTH: usize = 12;
-const DETH: usize = 8;
-/// Headers before the payload, and the ICRC after it.
-pub const OVERHEAD: usize = ETH + IPV4 + UDP + BTH + DETH + 4;
-/// The RoCE v2 UDP port (A17 §17.3.2).
-pub const ROCE_UDP_PORT: u16 = 4791;
-const UD_SEND_ONLY: u8 = 0x64;
-/// Traffic class 106: DSCP 26 with ECT(0), as ConnectX deployments use.
-const TOS: u8 = 106;
+/// Headers before the payload (Ethernet, IPv4, UDP, BTH, DETH), and the
+/// ICRC after it.
+pub const OVERHEAD: usize = 14 + 20 + 8 + 12 + 8 + 4;
+const HEADERS: usize = OVERHEAD - 4;
+/// DSCP 26 with ECT(0): traffic class 106, as ConnectX deployments use.
+const DSCP: u8 = 26;
 const PROBE_QKEY: u32 = 0x1111_1111;
 
 /// The addresses and size of a stream of probe frames.
@@ -43,58 +38,56 @@ pub enum ProbeError {
 }
 
 impl Probe {
-    pub fn frame_len(&self) -> usize {
-        OVERHEAD + self.payload.max(8) + pad(self.payload.max(8))
+    fn payload_len(&self) -> usize {
+        self.payload.max(8)
     }
 
-    /// Writes probe `seq` into `buf`, which must be `frame_len()` bytes.
-    pub fn build(&self, seq: u64, buf: &mut [u8]) {
-        let payload = self.payload.max(8);
-        let pad = pad(payload);
-        assert_eq!(buf.len(), self.frame_len(), "probe buffer size");
-        buf[0..6].copy_from_slice(&self.dst_mac);
-        buf[6..12].copy_from_slice(&self.src_mac);
-        buf[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
-        let ip_total = (buf.len() - ETH) as u16;
-        let ip = &mut buf[ETH..ETH + IPV4];
-        ip[0] = 0x45;
-        ip[1] = TOS;
-        ip[2..4].copy_from_slice(&ip_total.to_be_bytes());
-        ip[4..6].copy_from_slice(&(seq as u16).to_be_bytes()); // identification
-        ip[6..8].copy_from_slice(&0x4000u16.to_be_bytes()); // DF (CA17-7)
-        ip[8] = 64;
-        ip[9] = 17;
-        ip[10..12].fill(0);
-        ip[12..16].copy_from_slice(&self.src_ip.octets());
-        ip[16..20].copy_from_slice(&self.dst_ip.octets());
-        let csum = ipv4_checksum(ip);
-        ip[10..12].copy_from_slice(&csum.to_be_bytes());
-        let u = &mut buf[ETH + IPV4..ETH + IPV4 + UDP];
-        u[0..2].copy_from_slice(&(0xC000 | (self.src_qp as u16 & 0x3FFF)).to_be_bytes());
-        u[2..4].copy_from_slice(&ROCE_UDP_PORT.to_be_bytes());
-        u[4..6].copy_from_slice(&(ip_total - IPV4 as u16).to_be_bytes());
-        u[6..8].fill(0); // UDP checksum 0 (A17 §17.3.2.4)
-        let b = &mut buf[ETH + IPV4 + UDP..ETH + IPV4 + UDP + BTH];
-        b[0] = UD_SEND_ONLY;
-        b[1] = (pad as u8) << 4;
-        b[2..4].copy_from_slice(&0xFFFFu16.to_be_bytes());
-        b[4..8].copy_from_slice(&(self.dest_qp & 0xFF_FFFF).to_be_bytes());
-        b[8..12].copy_from_slice(&((seq as u32) & 0xFF_FFFF).to_be_bytes());
-        let d = &mut buf[ETH + IPV4 + UDP + BTH..ETH + IPV4 + UDP + BTH + DETH];
-        d[0..4].copy_from_slice(&PROBE_QKEY.to_be_bytes());
-        d[4..8].copy_from_slice(&(self.src_qp & 0xFF_FFFF).to_be_bytes());
-        let p0 = OVERHEAD - 4;
-        fill_payload(seq, &mut buf[p0..p0 + payload]);
-        buf[p0 + payload..p0 + payload + pad].fill(0);
-        let end = buf.len() - 4;
-        let crc = icrc::compute(&buf[ETH..end]).expect("a probe is a well-formed IPv4 RoCE packet");
-        buf[end..].copy_from_slice(&crc.to_le_bytes());
+    /// The headers of probe `seq`: UD SEND_ONLY to `dest_qp` with a DETH
+    /// naming `src_qp`, the IP ID and PSN taken from `seq`.
+    fn repr(&self, seq: u64) -> FrameRepr {
+        let bth = BthRepr::new(Opcode::ud(Op::SendOnly), self.dest_qp, Psn::new(seq as u32));
+        let mut r = FrameRepr::roce_v4(
+            MacAddr(self.src_mac),
+            MacAddr(self.dst_mac),
+            self.src_ip,
+            self.dst_ip,
+            DSCP,
+            Ecn::Ect0,
+            0xC000 | (self.src_qp as u16 & 0x3FFF),
+            bth,
+        );
+        if let IpRepr::V4(ip) = &mut r.ip {
+            ip.ident = seq as u16;
+        }
+        r.ext.deth = Some(DethRepr {
+            qkey: PROBE_QKEY,
+            src_qp: self.src_qp & 0x00FF_FFFF,
+        });
+        r
+    }
+
+    pub fn frame_len(&self) -> usize {
+        self.repr(0).frame_len(self.payload_len())
+    }
+
+    /// Writes probe `seq` into `buf`, which must hold `frame_len()` bytes.
+    pub fn build(&self, seq: u64, buf: &mut [u8]) -> Result<(), crate::wire::Error> {
+        let r = self.repr(seq);
+        let len = r.frame_len(self.payload_len());
+        let buf = buf
+            .get_mut(..len)
+            .ok_or(crate::wire::Error::BufferTooSmall)?;
+        let at = r.emit_headers(self.payload_len(), buf)?;
+        fill_payload(seq, &mut buf[at]);
+        frame::seal(buf, r.eth.header_len())?;
+        Ok(())
     }
 
     /// The sequence number a received probe carries (no check).
     pub fn seq_of(frame: &[u8]) -> Option<u64> {
-        let p0 = OVERHEAD - 4;
-        Some(u64::from_be_bytes(frame.get(p0..p0 + 8)?.try_into().ok()?))
+        Some(u64::from_be_bytes(
+            frame.get(HEADERS..HEADERS + 8)?.try_into().ok()?,
+        ))
     }
 
     /// Checks that `frame` is exactly probe `seq` of this stream, byte for
@@ -107,8 +100,15 @@ impl Probe {
                 want,
             });
         }
-        let expect = &mut scratch[..want];
-        self.build(seq, expect);
+        let Some(expect) = scratch.get_mut(..want) else {
+            return Err(ProbeError::Length {
+                got: scratch.len(),
+                want,
+            });
+        };
+        if self.build(seq, expect).is_err() {
+            return Err(ProbeError::Length { got: 0, want });
+        }
         match frame.iter().zip(expect.iter()).position(|(a, b)| a != b) {
             None => Ok(()),
             Some(at) => Err(ProbeError::Mismatch { seq, at }),
@@ -127,10 +127,6 @@ impl Probe {
             payload: self.payload,
         }
     }
-}
-
-fn pad(payload: usize) -> usize {
-    payload.wrapping_neg() & 3
 }
 
 /// 8 KiB of fixed pseudo-random bytes; a probe's payload is a window into
@@ -157,17 +153,6 @@ fn fill_payload(seq: u64, p: &mut [u8]) {
     }
 }
 
-fn ipv4_checksum(h: &[u8]) -> u16 {
-    let mut sum: u32 = h
-        .chunks(2)
-        .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
-        .sum();
-    while sum > 0xFFFF {
-        sum = (sum & 0xFFFF) + (sum >> 16);
-    }
-    !(sum as u16)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -189,10 +174,15 @@ mod tests {
         for payload in [8, 9, 61, 1024, 4096] {
             let p = probe(payload);
             let mut f = vec![0u8; p.frame_len()];
-            p.build(77, &mut f);
+            p.build(77, &mut f).unwrap();
             assert_eq!(f.len() % 4, 2, "eth 14 + 4-aligned RoCE packet");
-            assert_eq!(icrc::verify(&f[14..]), Ok(true));
-            assert_eq!(ipv4_checksum(&f[14..34]), 0);
+            let parsed = crate::wire::Frame::parse(&f).unwrap();
+            assert!(parsed.icrc_ok());
+            assert_eq!(parsed.repr.bth.opcode, Opcode(0x64));
+            assert_eq!(
+                parsed.repr.ip.dscp() << 2 | parsed.repr.ip.ecn().bits(),
+                106
+            );
             assert_eq!(Probe::seq_of(&f), Some(77));
             let mut scratch = vec![0u8; p.frame_len()];
             assert_eq!(p.check(77, &f, &mut scratch), Ok(()));
