@@ -6,9 +6,11 @@
 #   pkg-config             how build.rs finds DPDK
 #   clang libclang-dev     bindgen, which generates our DPDK bindings
 #   iproute2               network namespaces and veth pairs for the tests
+#   tshark                 Wireshark's dissectors, the independent judge of
+#                          the frames we build (tests/tshark.rs)
 set -euo pipefail
 
-PACKAGES=(pkg-config libdpdk-dev dpdk-dev clang libclang-dev iproute2)
+PACKAGES=(pkg-config libdpdk-dev dpdk-dev clang libclang-dev iproute2 tshark)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -25,9 +27,17 @@ else
   fi
   echo "setup: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
+  # sudo resets the environment: hand DEBIAN_FRONTEND to apt-get explicitly.
+  APT_GET=("${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get)
+  # wireshark-common (pulled in by tshark) asks whether non-root users may
+  # capture; answer no beforehand so that the install never waits for it.
+  if [[ " ${missing[*]} " == *" tshark "* ]]; then
+    echo "wireshark-common wireshark-common/install-setuid boolean false" |
+      "${SUDO[@]}" debconf-set-selections
+  fi
   # Fresh package lists only when an install needs them.
-  "${SUDO[@]}" apt-get install -y -q "${missing[@]}" ||
-    { "${SUDO[@]}" apt-get update -q && "${SUDO[@]}" apt-get install -y -q "${missing[@]}"; }
+  "${APT_GET[@]}" install -y -q "${missing[@]}" ||
+    { "${APT_GET[@]}" update -q && "${APT_GET[@]}" install -y -q "${missing[@]}"; }
 fi
 
 command -v cargo >/dev/null || { echo "setup: cargo not found: install Rust (https://rustup.rs)" >&2; exit 1; }
