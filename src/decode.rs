@@ -151,12 +151,35 @@ pub struct Line {
     pub verdict: Verdict,
 }
 
+/// Link types of captures the decoder reads (tcpdump.org/linktypes.html).
+pub mod linktype {
+    /// Ethernet II.
+    pub const ETHERNET: u32 = 1;
+    /// Raw IPv4 or IPv6, no link header.
+    pub const RAW: u32 = 101;
+    /// Linux "cooked" capture v1 (`tcpdump -i any` on older libpcap).
+    pub const LINUX_SLL: u32 = 113;
+    /// Raw IPv4.
+    pub const IPV4: u32 = 228;
+    /// Raw IPv6.
+    pub const IPV6: u32 = 229;
+    /// Linux "cooked" capture v2 (`tcpdump -i any`).
+    pub const LINUX_SLL2: u32 = 276;
+
+    /// Whether the decoder can read frames of this link type.
+    pub fn supported(lt: u32) -> bool {
+        matches!(lt, ETHERNET | RAW | LINUX_SLL | IPV4 | IPV6 | LINUX_SLL2)
+    }
+}
+
 /// Decodes frames one at a time and keeps the totals.
 #[derive(Debug, Default)]
 pub struct Decoder {
     pub totals: Totals,
     first_ts: Option<u64>,
     index: u64,
+    /// An Ethernet frame rebuilt from another link type's frame.
+    scratch: Vec<u8>,
 }
 
 impl Decoder {
@@ -170,12 +193,30 @@ impl Decoder {
         self.index = 0;
     }
 
-    /// Decodes one captured frame; `orig_len` is its length on the wire
-    /// (more than `data.len()` when the capture cut it).
+    /// Decodes one captured Ethernet frame; `orig_len` is its length on
+    /// the wire (more than `data.len()` when the capture cut it).
     pub fn frame(&mut self, ts_ns: u64, orig_len: usize, data: &[u8]) -> Line {
+        self.frame_of(linktype::ETHERNET, ts_ns, orig_len, data)
+    }
+
+    /// Decodes one captured frame of link type `lt` (see [`linktype`]):
+    /// other link layers are rebuilt as Ethernet (unknown MACs as zeros).
+    pub fn frame_of(&mut self, lt: u32, ts_ns: u64, orig_len: usize, data: &[u8]) -> Line {
         self.index += 1;
         let first = *self.first_ts.get_or_insert(ts_ns);
-        let verdict = self.verdict(orig_len, data);
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let verdict = match as_ethernet(lt, data, &mut scratch) {
+            Ok(eth) => {
+                // The rebuilt frame differs in length from the captured one.
+                let orig = orig_len + eth.len() - data.len();
+                self.verdict(orig, eth)
+            }
+            Err(what) => {
+                self.totals.skipped += 1;
+                Verdict::Skipped { what }
+            }
+        };
+        self.scratch = scratch;
         Line {
             frame: self.index,
             ts_ns,
@@ -226,6 +267,49 @@ impl Decoder {
             }
         }
     }
+}
+
+/// The frame as Ethernet: itself for Ethernet, else rebuilt in `scratch`.
+fn as_ethernet<'a>(lt: u32, data: &'a [u8], scratch: &'a mut Vec<u8>) -> Result<&'a [u8], String> {
+    let (src, ethertype, payload): ([u8; 6], u16, &[u8]) = match lt {
+        linktype::ETHERNET => return Ok(data),
+        linktype::LINUX_SLL | linktype::LINUX_SLL2 => {
+            let (hdr, proto_at, addr_len_at, addr_at) = if lt == linktype::LINUX_SLL {
+                (16, 14, 4, 6)
+            } else {
+                (20, 0, 11, 12)
+            };
+            if data.len() < hdr {
+                return Err("cooked capture header cut short".into());
+            }
+            let mut src = [0u8; 6];
+            let alen = if lt == linktype::LINUX_SLL {
+                u16::from_be_bytes([data[addr_len_at], data[addr_len_at + 1]]) as usize
+            } else {
+                data[addr_len_at] as usize
+            };
+            if alen == 6 {
+                src.copy_from_slice(&data[addr_at..addr_at + 6]);
+            }
+            let proto = u16::from_be_bytes([data[proto_at], data[proto_at + 1]]);
+            (src, proto, &data[hdr..])
+        }
+        linktype::RAW | linktype::IPV4 | linktype::IPV6 => {
+            let ty = match data.first().map(|b| b >> 4) {
+                Some(4) => crate::wire::ethernet::ETHERTYPE_IPV4,
+                Some(6) => crate::wire::ethernet::ETHERTYPE_IPV6,
+                _ => return Err("raw capture that is neither IPv4 nor IPv6".into()),
+            };
+            ([0; 6], ty, data)
+        }
+        other => return Err(format!("link type {other} not decoded")),
+    };
+    scratch.clear();
+    scratch.extend_from_slice(&[0; 6]);
+    scratch.extend_from_slice(&src);
+    scratch.extend_from_slice(&ethertype.to_be_bytes());
+    scratch.extend_from_slice(payload);
+    Ok(scratch)
 }
 
 fn roce_line(f: &Frame<'_>) -> RoceLine {
@@ -501,6 +585,38 @@ mod tests {
             d.totals.line(),
             "3 roce frames, 1 icrc ok, 1 icrc bad, 1 malformed"
         );
+    }
+
+    #[test]
+    fn cooked_and_raw_captures_decode_like_ethernet() {
+        let eth = frame();
+        let mut d = Decoder::new();
+        let want = d.frame(0, eth.len(), &eth).text();
+        let want = &want[want.find("198.18").unwrap()..];
+        // SLL: packet type, ARPHRD_ETHER, address length 6, address, proto.
+        let mut sll = vec![0, 0, 0, 1, 0, 6];
+        sll.extend_from_slice(&eth[6..12]);
+        sll.extend_from_slice(&[0, 0]);
+        sll.extend_from_slice(&eth[12..]);
+        // SLL2: proto, reserved, ifindex, ARPHRD, packet type, addr len, addr.
+        let mut sll2 = eth[12..14].to_vec();
+        sll2.extend_from_slice(&[0, 0, 0, 0, 0, 2, 0, 1, 0, 6]);
+        sll2.extend_from_slice(&eth[6..12]);
+        sll2.extend_from_slice(&[0, 0]);
+        sll2.extend_from_slice(&eth[14..]);
+        let raw = eth[14..].to_vec();
+        for (lt, f) in [
+            (linktype::LINUX_SLL, sll),
+            (linktype::LINUX_SLL2, sll2),
+            (linktype::RAW, raw.clone()),
+            (linktype::IPV4, raw),
+        ] {
+            let t = d.frame_of(lt, 0, f.len(), &f).text();
+            assert!(t.ends_with(want), "link type {lt}: {t}");
+        }
+        let t = d.frame_of(147, 0, 3, &[1, 2, 3]).text();
+        assert!(t.contains("skipped: link type 147"), "{t}");
+        assert_eq!(d.totals.icrc_ok, 5);
     }
 
     #[test]

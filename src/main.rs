@@ -221,11 +221,11 @@ fn decode(files: &[PathBuf], json: bool) -> Result<bool> {
     let mut out = std::io::BufWriter::new(out.lock());
     for path in files {
         let mut r = ferroce::pcap::open(path).with_context(|| format!("{}", path.display()))?;
-        if r.linktype() != ferroce::pcap::LINKTYPE_ETHERNET {
+        let lt = r.linktype();
+        if !ferroce::decode::linktype::supported(lt) {
             bail!(
-                "{}: link type {} is not Ethernet (1)",
-                path.display(),
-                r.linktype()
+                "{}: link type {lt} is not one decode reads (Ethernet, Linux cooked v1/v2, raw IP)",
+                path.display()
             );
         }
         d.next_file();
@@ -236,7 +236,7 @@ fn decode(files: &[PathBuf], json: bool) -> Result<bool> {
             .next_record()
             .with_context(|| format!("reading {}", path.display()))?
         {
-            let line = d.frame(rec.ts_ns, rec.orig_len as usize, rec.data);
+            let line = d.frame_of(lt, rec.ts_ns, rec.orig_len as usize, rec.data);
             if json {
                 let mut v = serde_json::to_value(&line)?;
                 v["file"] = path.display().to_string().into();
