@@ -222,7 +222,9 @@ fn decode(files: &[PathBuf], json: bool) -> Result<bool> {
     for path in files {
         let mut r = ferroce::pcap::open(path).with_context(|| format!("{}", path.display()))?;
         let lt = r.linktype();
-        if !ferroce::decode::linktype::supported(lt) {
+        // (A pcapng names a link type per interface; its frames are judged
+        // one by one, and those of other link types listed as skipped.)
+        if !r.is_pcapng() && !ferroce::decode::linktype::supported(lt) {
             bail!(
                 "{}: link type {lt} is not one decode reads (Ethernet, Linux cooked v1/v2, raw IP)",
                 path.display()
@@ -236,7 +238,7 @@ fn decode(files: &[PathBuf], json: bool) -> Result<bool> {
             .next_record()
             .with_context(|| format!("reading {}", path.display()))?
         {
-            let line = d.frame_of(lt, rec.ts_ns, rec.orig_len as usize, rec.data);
+            let line = d.frame_of(rec.linktype, rec.ts_ns, rec.orig_len as usize, rec.data);
             if json {
                 let mut v = serde_json::to_value(&line)?;
                 v["file"] = path.display().to_string().into();

@@ -156,3 +156,23 @@ fn files_that_are_not_captures_are_clear_errors() {
     assert_eq!(out.code, Some(2), "{}", out.all());
     assert!(out.stderr.contains("truncated"), "{}", out.stderr);
 }
+
+/// A pcapng (Wireshark's own format) decodes exactly like the same capture
+/// as classic pcap.
+#[test]
+fn pcapng_decodes_like_pcap() {
+    let dir = TempDir::new();
+    let src = vector("ib_write_bw_loss.pcap");
+    let ng = dir.path().join("loss.pcapng");
+    let conv = std::process::Command::new("editcap")
+        .args(["-F", "pcapng"])
+        .arg(&src)
+        .arg(&ng)
+        .status()
+        .expect("editcap (wireshark-common) is missing: run scripts/setup.sh");
+    assert!(conv.success());
+    let a = run(&["decode", src.to_str().unwrap()], LIMIT);
+    let b = run(&["decode", ng.to_str().unwrap()], LIMIT);
+    assert!(a.ok() && b.ok(), "{}\n{}", a.all(), b.all());
+    assert_eq!(a.stdout, b.stdout);
+}
