@@ -7,7 +7,8 @@
 //! - [`time`]: `Instant` / `Duration` in nanoseconds, the `Clock` trait;
 //! - [`wire`]: RoCE v2 byte layouts: header views and `Repr`s, the opcode
 //!   table, PSN arithmetic, the ICRC, whole-frame parse / emit;
-//! - [`pcap`]: classic pcap files, read and written;
+//! - [`pcap`]: capture files, classic pcap and pcapng read, classic pcap
+//!   written;
 //! - [`decode`]: what `ferroce decode` says of each captured frame;
 //! - [`backend`]: the `Backend` trait the engine drives, and backends that
 //!   need no DPDK;
