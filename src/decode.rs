@@ -313,7 +313,7 @@ fn as_ethernet<'a>(lt: u32, data: &'a [u8], scratch: &'a mut Vec<u8>) -> Result<
 }
 
 fn roce_line(f: &Frame<'_>) -> RoceLine {
-    let r = &f.repr;
+    let r = &f.repr();
     let e = &r.ext;
     let icrc_ok = f.icrc_ok();
     RoceLine {

@@ -456,7 +456,7 @@ fn ipv6_zero_udp_checksum(sev: u64, group: u64, msg: &str) -> bool {
 fn check(s: &Sample, row: &Row) -> (Vec<String>, usize) {
     let r = &s.repr;
     let ours = Frame::parse(&s.bytes).expect("our own frame parses");
-    assert_eq!(ours.repr, *r, "{}: parse(emit(r)) != r", s.what);
+    assert_eq!(ours.repr(), *r, "{}: parse(emit(r)) != r", s.what);
     assert_eq!(ours.payload.len(), s.payload_len, "{}", s.what);
     assert!(ours.icrc_ok(), "{}: our ICRC check fails", s.what);
 

@@ -396,7 +396,7 @@ proptest! {
         prop_assert_eq!(r.emit(&payload, &mut buf[..n - 1]), Err(Error::BufferTooSmall));
         let bytes = &buf[..n];
         let f = Frame::parse(bytes).unwrap();
-        prop_assert_eq!(f.repr, r);
+        prop_assert_eq!(f.repr(), r);
         prop_assert_eq!(f.payload, &payload[..]);
         prop_assert!(f.icrc_ok());
         prop_assert_eq!(f.icrc, f.icrc_expected());
@@ -409,7 +409,7 @@ proptest! {
         }
         // Trailing bytes (Ethernet padding, an FCS) change nothing.
         let g = Frame::parse(&buf).unwrap();
-        prop_assert_eq!((g.repr, g.payload, g.len()), (r, &payload[..], n));
+        prop_assert_eq!((g.repr(), g.payload, g.len()), (r, &payload[..], n));
         // Every proper prefix is refused.
         prop_assert!(Frame::parse(&bytes[..cut.index(n)]).is_err());
         // emit_headers + payload + seal builds the same bytes.
@@ -453,7 +453,7 @@ proptest! {
 /// the result parses to the same frame with a good ICRC.
 fn reemit(f: &Frame<'_>) -> Result<Vec<u8>, TestCaseError> {
     let mut buf = vec![0u8; BIG];
-    let n = match f.repr.emit(f.payload, &mut buf) {
+    let n = match f.repr().emit(f.payload, &mut buf) {
         Ok(n) => n,
         Err(e) => {
             return Err(TestCaseError::fail(format!(
@@ -462,10 +462,10 @@ fn reemit(f: &Frame<'_>) -> Result<Vec<u8>, TestCaseError> {
         }
     };
     prop_assert_eq!(n, f.len(), "re-emitted length");
-    prop_assert_eq!(n, f.repr.frame_len(f.payload.len()));
+    prop_assert_eq!(n, f.repr().frame_len(f.payload.len()));
     buf.truncate(n);
     let g = Frame::parse(&buf).map_err(|e| TestCaseError::fail(format!("re-parse: {e}")))?;
-    prop_assert_eq!(g.repr, f.repr);
+    prop_assert_eq!(g.repr(), f.repr());
     prop_assert_eq!(g.payload, f.payload);
     prop_assert_eq!(g.pad, f.pad);
     prop_assert!(g.icrc_ok());
@@ -501,7 +501,7 @@ fn fix_ipv4_checksum(b: &mut [u8], ip: usize) {
 fn canonical(orig: &[u8], f: &Frame<'_>) -> Vec<u8> {
     let mut c = orig[..f.len()].to_vec();
     let ip = f.ip_offset;
-    let bth = ip + f.repr.ip.header_len() + 8;
+    let bth = ip + f.repr().ip.header_len() + 8;
     let ext = bth + 12;
     let h = f.info.headers;
     c[bth + 4] &= 0xC0;
@@ -520,7 +520,7 @@ fn canonical(orig: &[u8], f: &Frame<'_>) -> Vec<u8> {
     }
     let pad = end + f.payload.len();
     c[pad..pad + f.pad as usize].fill(0);
-    if let IpRepr::V4(_) = f.repr.ip {
+    if let IpRepr::V4(_) = f.repr().ip {
         c[ip + 6] &= !0x80;
         fix_ipv4_checksum(&mut c, ip);
     }
@@ -549,8 +549,8 @@ fn check(bytes: &[u8]) -> Result<Outcome, TestCaseError> {
     let _ = f.icrc_expected();
     prop_assert!(f.len() <= bytes.len());
     prop_assert!(!f.is_empty());
-    prop_assert!(f.len() >= f.ip_offset + f.repr.ip.header_len() + 8 + 12 + ICRC_LEN);
-    let _ = format!("{:?} {}", f.repr, f.repr.bth.opcode);
+    prop_assert!(f.len() >= f.ip_offset + f.repr().ip.header_len() + 8 + 12 + ICRC_LEN);
+    let _ = format!("{:?} {}", f.repr(), f.repr().bth.opcode);
     let re = reemit(&f)?;
     let canon = canonical(bytes, &f);
     prop_assert_eq!(&re, &canon, "re-emitted bytes are not the canonical form");
@@ -584,7 +584,7 @@ proptest! {
     ) {
         let sample = &SAMPLES[s.index(SAMPLES.len())];
         let f = Frame::parse(sample).unwrap();
-        let hdrs = f.ip_offset + f.repr.ip.header_len() + 8;
+        let hdrs = f.ip_offset + f.repr().ip.header_len() + 8;
         let mut b = sample[..hdrs + keep.index(sample.len() - hdrs + 1)].to_vec();
         b.extend_from_slice(&tail);
         check(&b)?;
@@ -663,15 +663,15 @@ fn mutation() -> impl Strategy<Value = Mutation> {
 /// mask of the bits to change).
 fn fields(f: &Frame<'_>) -> Vec<(usize, u8)> {
     let mut v: Vec<(usize, u8)> = (0..12).map(|i| (i, 0xFF)).collect();
-    if f.repr.eth.vlan.is_some() {
+    if f.repr().eth.vlan.is_some() {
         v.extend([(14, 0xFF), (15, 0xFF)]);
     }
     let ip = f.ip_offset;
-    match f.repr.ip {
+    match f.repr().ip {
         IpRepr::V4(_) => v.extend([(ip + 1, 0xFF), (ip + 8, 0xFF), (ip + 6, 0x80)]),
         IpRepr::V6(_) => v.extend([(ip, 0x0F), (ip + 1, 0xFF), (ip + 3, 0xFF), (ip + 7, 0xFF)]),
     }
-    let udp = ip + f.repr.ip.header_len();
+    let udp = ip + f.repr().ip.header_len();
     let bth = udp + 8;
     v.extend([
         (udp + 6, 0xFF),
@@ -700,7 +700,7 @@ fn fields(f: &Frame<'_>) -> Vec<(usize, u8)> {
 /// The length fields of a valid frame: (offset of the big-endian u16).
 fn length_fields(f: &Frame<'_>) -> Vec<usize> {
     let ip = f.ip_offset;
-    match f.repr.ip {
+    match f.repr().ip {
         IpRepr::V4(_) => vec![ip + 2, ip + 20 + 4],
         IpRepr::V6(_) => vec![ip + 4, ip + 40 + 4],
     }
@@ -759,7 +759,7 @@ fn mutated_frames_never_panic_and_re_emit_canonically() {
         let sample = &SAMPLES[s.index(SAMPLES.len())];
         let f = Frame::parse(sample).unwrap();
         let (fields, lens) = (fields(&f), length_fields(&f));
-        let v4 = matches!(f.repr.ip, IpRepr::V4(_));
+        let v4 = matches!(f.repr().ip, IpRepr::V4(_));
         let mut b = sample.clone();
         for m in &muts {
             apply(&mut b, m, &fields, &lens);
@@ -807,18 +807,18 @@ fn reserved_bits_are_the_only_non_canonical_bits() {
     for (name, sample) in frames::every_opcode() {
         let f = Frame::parse(&sample).unwrap();
         let ip = f.ip_offset;
-        let bth = ip + f.repr.ip.header_len() + 8;
+        let bth = ip + f.repr().ip.header_len() + 8;
         let mut b = sample.clone();
         b[bth + 4] |= 0x3F; // outside the ICRC: it stays good
         let g = Frame::parse(&b).unwrap();
         assert!(g.icrc_ok(), "{name}");
-        assert_eq!(g.repr, f.repr, "{name}");
+        assert_eq!(g.repr(), f.repr(), "{name}");
         assert_eq!(reemit(&g).unwrap(), sample, "{name}");
         let mut b = sample.clone();
         b[bth + 8] |= 0x7F;
         seal(&mut b, ip).unwrap();
         let g = Frame::parse(&b).unwrap();
-        assert_eq!(g.repr, f.repr, "{name}");
+        assert_eq!(g.repr(), f.repr(), "{name}");
         assert_eq!(reemit(&g).unwrap(), sample, "{name}");
     }
 }

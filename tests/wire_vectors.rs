@@ -72,15 +72,15 @@ fn every_rxe_frame_parses_verifies_and_re_emits_exactly() {
                 Err(e) => panic!("{} frame {}: {e}", c.name, i + 1),
             };
             roce += 1;
-            let at = format!("{} frame {} ({})", c.name, i + 1, f.repr.bth.opcode);
+            let at = format!("{} frame {} ({})", c.name, i + 1, f.repr().bth.opcode);
             assert!(f.icrc_ok(), "{at}: ICRC");
             assert_eq!(f.len(), bytes.len(), "{at}: trailing bytes");
             common::oracle::agrees(bytes, &f).unwrap_or_else(|e| panic!("{at}: {e}"));
             let mut out = vec![0u8; bytes.len()];
-            let n = f.repr.emit(f.payload, &mut out).unwrap();
+            let n = f.repr().emit(f.payload, &mut out).unwrap();
             assert_eq!(n, bytes.len(), "{at}: length");
             assert_eq!(&out, bytes, "{at}: bytes differ");
-            assert_eq!(f.repr.frame_len(f.payload.len()), n);
+            assert_eq!(f.repr().frame_len(f.payload.len()), n);
         }
         assert_eq!(roce, expected_roce_frames(&c.name), "{}", c.name);
         total += roce;
@@ -97,10 +97,10 @@ fn the_captures_show_what_their_readme_says() {
             .iter()
             .filter_map(|b| Frame::parse(b).ok())
             .collect();
-        let ops: BTreeSet<u8> = frames.iter().map(|f| f.repr.bth.opcode.0).collect();
+        let ops: BTreeSet<u8> = frames.iter().map(|f| f.repr().bth.opcode.0).collect();
         let naks: BTreeSet<NakCode> = frames
             .iter()
-            .filter_map(|f| match f.repr.ext.aeth?.syndrome {
+            .filter_map(|f| match f.repr().ext.aeth?.syndrome {
                 AckSyndrome::Nak(c) => Some(c),
                 _ => None,
             })
@@ -113,8 +113,8 @@ fn the_captures_show_what_their_readme_says() {
                 }
                 // READ RESPONSE MIDDLE has no AETH, FIRST and LAST have one.
                 for f in &frames {
-                    let aeth = f.repr.ext.aeth.is_some();
-                    match f.repr.bth.opcode.0 {
+                    let aeth = f.repr().ext.aeth.is_some();
+                    match f.repr().bth.opcode.0 {
                         0x0E => assert!(!aeth),
                         0x0D | 0x0F | 0x10 | 0x11 => assert!(aeth),
                         _ => assert!(!aeth),
@@ -126,7 +126,7 @@ fn the_captures_show_what_their_readme_says() {
             "ib_write_lat" => assert!(has(0x0A)),
             "ud_pingpong" => {
                 assert_eq!(ops, BTreeSet::from([0x64]));
-                assert!(frames.iter().all(|f| f.repr.ext.deth.is_some()));
+                assert!(frames.iter().all(|f| f.repr().ext.deth.is_some()));
             }
             "uc_pingpong" => assert!(ops.iter().all(|&o| (0x20..0x40).contains(&o))),
             "ib_send_bw_rdmacm" => {
@@ -151,8 +151,8 @@ fn the_captures_show_what_their_readme_says() {
         }
         // rxe never marks ECN and always sends UDP checksum 0 and DF.
         for f in &frames {
-            assert_eq!(f.repr.udp.checksum, 0);
-            assert_eq!(f.repr.ip.ecn(), ferroce::wire::Ecn::NotEct);
+            assert_eq!(f.repr().udp.checksum, 0);
+            assert_eq!(f.repr().ip.ecn(), ferroce::wire::Ecn::NotEct);
         }
     }
 }
@@ -213,7 +213,7 @@ fn every_opcode_we_build_parses_back() {
         assert!(f.icrc_ok(), "{what}");
         common::oracle::agrees(bytes, &f).unwrap_or_else(|e| panic!("{what}: {e}"));
         let mut out = vec![0u8; bytes.len()];
-        f.repr.emit(f.payload, &mut out).unwrap();
+        f.repr().emit(f.payload, &mut out).unwrap();
         assert_eq!(&out, bytes, "{what}");
     }
 }

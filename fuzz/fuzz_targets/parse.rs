@@ -17,11 +17,14 @@ fuzz_target!(|data: &[u8]| {
     };
     let _ = f.icrc_ok();
     let _ = f.icrc_expected();
+    let _ = (f.ecn(), f.psn(), f.dest_qp(), f.ack_req(), f.opcode());
+    assert_eq!(f.ecn(), f.repr().ip.ecn());
+    assert_eq!(f.psn(), f.repr().bth.psn);
     let len = f.len();
     assert!(len <= data.len(), "len {len} beyond the input");
-    let want = f.repr.frame_len(f.payload.len());
+    let want = f.repr().frame_len(f.payload.len());
     let mut buf = vec![0u8; want.max(len).min(BIG)];
-    let n = match f.repr.emit(f.payload, &mut buf) {
+    let n = match f.repr().emit(f.payload, &mut buf) {
         Ok(n) => n,
         Err(e) => panic!("a parsed frame does not emit: {e}: {f:?}"),
     };
@@ -30,7 +33,7 @@ fuzz_target!(|data: &[u8]| {
         Ok(g) => g,
         Err(e) => panic!("the re-emitted frame does not parse: {e}: {f:?}"),
     };
-    assert_eq!(g.repr, f.repr);
+    assert_eq!(g.repr(), f.repr());
     assert_eq!(g.payload, f.payload);
     assert_eq!(g.pad, f.pad);
     assert!(g.icrc_ok(), "the re-emitted frame's ICRC");

@@ -38,9 +38,7 @@ impl LinkReport {
 /// SEND_ONLY over IPv4 to that QP. Anything else on the wire is foreign.
 fn probe_for(frame: &[u8], dest_qp: u32) -> Option<Frame<'_>> {
     Frame::parse(frame).ok().filter(|f| {
-        f.repr.bth.opcode == Opcode(0x64)
-            && f.repr.bth.dest_qp == dest_qp
-            && matches!(f.repr.ip, IpRepr::V4(_))
+        f.opcode() == Opcode(0x64) && f.dest_qp() == dest_qp && matches!(f.ip(), IpRepr::V4(_))
     })
 }
 
@@ -49,12 +47,13 @@ fn probe_for(frame: &[u8], dest_qp: u32) -> Option<Frame<'_>> {
 /// answerer need not be told the sender's addresses. After the first frame
 /// every byte is checked.
 fn learn_macs(p: &mut Probe, f: &Frame<'_>) {
-    p.dst_mac = f.repr.eth.dst.0;
-    p.src_mac = f.repr.eth.src.0;
+    let eth = f.eth();
+    p.dst_mac = eth.dst.0;
+    p.src_mac = eth.src.0;
 }
 
 fn learn_ips(p: &mut Probe, f: &Frame<'_>) {
-    if let IpRepr::V4(ip) = f.repr.ip {
+    if let IpRepr::V4(ip) = f.ip() {
         p.src_ip = ip.src;
         p.dst_ip = ip.dst;
     }

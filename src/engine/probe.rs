@@ -178,9 +178,9 @@ mod tests {
             assert_eq!(f.len() % 4, 2, "eth 14 + 4-aligned RoCE packet");
             let parsed = crate::wire::Frame::parse(&f).unwrap();
             assert!(parsed.icrc_ok());
-            assert_eq!(parsed.repr.bth.opcode, Opcode(0x64));
+            assert_eq!(parsed.repr().bth.opcode, Opcode(0x64));
             assert_eq!(
-                parsed.repr.ip.dscp() << 2 | parsed.repr.ip.ecn().bits(),
+                parsed.repr().ip.dscp() << 2 | parsed.repr().ip.ecn().bits(),
                 106
             );
             assert_eq!(Probe::seq_of(&f), Some(77));

@@ -125,8 +125,13 @@ impl BthRepr {
         if opcode.info().is_none() {
             return Err(Error::UnknownOpcode(opcode.0));
         }
-        Ok(BthRepr {
-            opcode,
+        Ok(BthRepr::read(b))
+    }
+
+    /// The fields as they are, unchecked (for a header checked before).
+    pub fn read<T: AsRef<[u8]>>(b: &Bth<T>) -> BthRepr {
+        BthRepr {
+            opcode: b.opcode(),
             solicited: b.solicited(),
             mig_req: b.mig_req(),
             pkey: b.pkey(),
@@ -135,7 +140,7 @@ impl BthRepr {
             dest_qp: b.dest_qp(),
             ack_req: b.ack_req(),
             psn: b.psn(),
-        })
+        }
     }
 
     pub const fn header_len(&self) -> usize {

@@ -244,159 +244,269 @@ pub struct FrameRepr {
     pub ext: ExtHeaders,
 }
 
-/// A parsed frame: its headers and the bytes it borrows.
+/// A parsed frame: a checked view of its bytes. [`Frame::parse`] proves the
+/// whole structure once; then the headers are read on demand, each accessor
+/// infallible and cheap ([`Frame::opcode`], [`Frame::psn`], ...), or all at
+/// once as a [`FrameRepr`] ([`Frame::repr`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Frame<'a> {
-    pub repr: FrameRepr,
+    /// The frame from its Ethernet header through its ICRC.
+    bytes: &'a [u8],
+    /// Where the IP header starts.
+    pub ip_offset: usize,
+    /// Where the BTH starts.
+    bth_offset: usize,
+    /// The opcode's row of the table.
+    pub info: &'static OpcodeInfo,
     /// The payload without its pad bytes.
     pub payload: &'a [u8],
     /// The BTH pad count.
     pub pad: u8,
     /// The ICRC as carried (its 4 bytes read least-significant first).
     pub icrc: u32,
-    /// The opcode's row of the table.
-    pub info: &'static OpcodeInfo,
-    /// Where the IP header starts in the frame.
-    pub ip_offset: usize,
-    /// The IP packet, from its header through the ICRC.
-    ip_packet: &'a [u8],
 }
 
-/// Where the UDP datagram sits, for a RoCE v2 frame.
-struct Located {
-    ip: IpRepr,
-    ip_offset: usize,
-    /// The IP packet (header through ICRC), bounded by the IP length.
-    ip_end: usize,
-    udp_offset: usize,
+#[inline(always)]
+fn be16(b: &[u8], i: usize) -> u16 {
+    u16::from_be_bytes([b[i], b[i + 1]])
 }
 
-/// Finds the IP and UDP headers; `NotRoce` unless UDP to port 4791.
-fn locate(eth: &EthernetFrame<&[u8]>) -> Result<Located> {
-    let ip_offset = eth.header_len();
-    let ipb = eth.payload();
-    match eth.ethertype() {
-        ethernet::ETHERTYPE_IPV4 => {
-            let p = Ipv4Packet::new_checked(ipb)?;
-            if p.version() != 4 || p.protocol() != ipv4::PROTO_UDP {
-                return Err(Error::NotRoce);
-            }
-            let ihl = p.ihl() as usize * 4;
-            // A later fragment has no UDP header: not recognisably RoCE.
-            if p.frag_offset() != 0 {
-                return Err(Error::NotRoce);
-            }
-            let dport = ipb.get(ihl + 2..ihl + 4);
-            match dport {
-                Some(d) if d == ROCE_UDP_PORT.to_be_bytes() => {}
-                Some(_) => return Err(Error::NotRoce),
-                None => return Err(Error::Truncated),
-            }
-            let ip = IpRepr::V4(Ipv4Repr::parse(&p)?);
-            let total = p.total_len() as usize;
-            if total > ipb.len() {
-                return Err(Error::Truncated);
-            }
-            Ok(Located {
-                ip,
-                ip_offset,
-                ip_end: ip_offset + total,
-                udp_offset: ip_offset + ipv4::HEADER_LEN,
-            })
-        }
-        ethernet::ETHERTYPE_IPV6 => {
-            let p = Ipv6Packet::new_checked(ipb)?;
-            if p.version() != 6 || p.next_header() != ipv4::PROTO_UDP {
-                return Err(Error::NotRoce);
-            }
-            match ipb.get(ipv6::HEADER_LEN + 2..ipv6::HEADER_LEN + 4) {
-                Some(d) if d == ROCE_UDP_PORT.to_be_bytes() => {}
-                Some(_) => return Err(Error::NotRoce),
-                None => return Err(Error::Truncated),
-            }
-            let ip = IpRepr::V6(Ipv6Repr::parse(&p)?);
-            let total = ipv6::HEADER_LEN + p.payload_len() as usize;
-            if total > ipb.len() {
-                return Err(Error::Truncated);
-            }
-            Ok(Located {
-                ip,
-                ip_offset,
-                ip_end: ip_offset + total,
-                udp_offset: ip_offset + ipv6::HEADER_LEN,
-            })
-        }
-        _ => Err(Error::NotRoce),
+/// Checks an IPv4 header at `l3` (A17 §17.3.1.1); returns where the UDP
+/// header starts and where the IP packet ends. `NotRoce` unless UDP to
+/// port 4791.
+#[inline(always)]
+fn check_ipv4(frame: &[u8], l3: usize) -> Result<(usize, usize)> {
+    let Some(h) = frame.get(l3..).and_then(|b| b.first_chunk::<20>()) else {
+        return Err(Error::Truncated);
+    };
+    if h[0] >> 4 != 4 || h[9] != ipv4::PROTO_UDP {
+        return Err(Error::NotRoce);
     }
+    // A later fragment has no UDP header: not recognisably RoCE.
+    let frag = be16(h, 6);
+    if frag & 0x1FFF != 0 {
+        return Err(Error::NotRoce);
+    }
+    let ihl = (h[0] & 0x0F) as usize * 4;
+    match frame.get(l3 + ihl + 2..l3 + ihl + 4) {
+        Some(d) if d == ROCE_UDP_PORT.to_be_bytes() => {}
+        Some(_) => return Err(Error::NotRoce),
+        None => return Err(Error::Truncated),
+    }
+    if ihl != ipv4::HEADER_LEN {
+        return Err(Error::Ipv4Options);
+    }
+    if frag & 0x2000 != 0 {
+        return Err(Error::Fragmented);
+    }
+    let total = be16(h, 2) as usize;
+    if total < ipv4::HEADER_LEN {
+        return Err(Error::BadLength);
+    }
+    let mut sum = 0u32;
+    for i in 0..10 {
+        sum += be16(h, 2 * i) as u32;
+    }
+    let sum = (sum & 0xFFFF) + (sum >> 16);
+    if (sum & 0xFFFF) + (sum >> 16) != 0xFFFF {
+        return Err(Error::Ipv4Checksum);
+    }
+    if l3 + total > frame.len() {
+        return Err(Error::Truncated);
+    }
+    Ok((l3 + ipv4::HEADER_LEN, l3 + total))
+}
+
+/// Checks an IPv6 header at `l3` (A17 §17.3.1.2), as [`check_ipv4`].
+#[inline(always)]
+fn check_ipv6(frame: &[u8], l3: usize) -> Result<(usize, usize)> {
+    let Some(h) = frame.get(l3..).and_then(|b| b.first_chunk::<40>()) else {
+        return Err(Error::Truncated);
+    };
+    if h[0] >> 4 != 6 || h[6] != ipv4::PROTO_UDP {
+        return Err(Error::NotRoce);
+    }
+    let udp = l3 + ipv6::HEADER_LEN;
+    match frame.get(udp + 2..udp + 4) {
+        Some(d) if d == ROCE_UDP_PORT.to_be_bytes() => {}
+        Some(_) => return Err(Error::NotRoce),
+        None => return Err(Error::Truncated),
+    }
+    let end = udp + be16(h, 4) as usize;
+    if end > frame.len() {
+        return Err(Error::Truncated);
+    }
+    Ok((udp, end))
 }
 
 impl<'a> Frame<'a> {
-    /// Takes a whole Ethernet frame (without FCS) apart. Checks structure
-    /// only; the ICRC is [`Frame::icrc_ok`]'s job.
+    /// Takes a whole Ethernet frame (without FCS) apart and checks its
+    /// structure (the rules at the top of this module); bytes after the IP
+    /// packet are ignored. The ICRC is [`Frame::icrc_ok`]'s job.
+    #[inline]
     pub fn parse(frame: &'a [u8]) -> Result<Frame<'a>> {
-        let eth = EthernetFrame::new_checked(frame)?;
-        let loc = locate(&eth)?;
-        let dgram = &frame[loc.udp_offset..loc.ip_end];
-        let u = UdpPacket::new_checked(dgram)?;
-        if u.len() as usize != dgram.len() {
+        let Some(eth) = frame.first_chunk::<14>() else {
+            return Err(Error::Truncated);
+        };
+        let (ethertype, l3) = match be16(eth, 12) {
+            ethernet::ETHERTYPE_VLAN => match frame.get(16..18) {
+                Some(t) => (u16::from_be_bytes([t[0], t[1]]), ethernet::HEADER_LEN_VLAN),
+                None => return Err(Error::Truncated),
+            },
+            t => (t, ethernet::HEADER_LEN),
+        };
+        let (udp, end) = match ethertype {
+            ethernet::ETHERTYPE_IPV4 => check_ipv4(frame, l3)?,
+            ethernet::ETHERTYPE_IPV6 => check_ipv6(frame, l3)?,
+            _ => return Err(Error::NotRoce),
+        };
+        let bytes = &frame[..end];
+        let dgram = &bytes[udp..];
+        if dgram.len() < udp::HEADER_LEN {
+            return Err(Error::Truncated);
+        }
+        if be16(dgram, 4) as usize != dgram.len() {
             return Err(Error::BadLength);
         }
-        let udp = UdpRepr::parse(&u);
-        let b = &dgram[udp::HEADER_LEN..];
-        let bthv = Bth::new_checked(b)?;
-        let bth = BthRepr::parse(&bthv)?;
-        let info = opcode_info(bth.opcode)?;
-        let hdrs = info.headers;
-        let rest = &b[bth::HEADER_LEN..];
-        let hl = hdrs.len();
+        let Some(bth) = dgram[udp::HEADER_LEN..].first_chunk::<{ bth::HEADER_LEN }>() else {
+            return Err(Error::Truncated);
+        };
+        let tver = bth[1] & 0x0F;
+        if tver != 0 {
+            return Err(Error::BadTver(tver));
+        }
+        let info = opcode_info(Opcode(bth[0]))?;
+        let bth_offset = udp + udp::HEADER_LEN;
+        let rest = &bytes[bth_offset + bth::HEADER_LEN..];
+        let hl = info.headers_len as usize;
         if rest.len() < hl + ICRC_LEN {
             return Err(Error::Truncated);
         }
-        let ext = ExtHeaders::parse(hdrs, rest);
-        let padded = &rest[hl..rest.len() - ICRC_LEN];
-        let pad = bthv.pad();
-        if (padded.len() as u8 & 3) != 0 || (pad as usize) > padded.len() {
+        let (padded, icrc) = rest[hl..].split_at(rest.len() - hl - ICRC_LEN);
+        let pad = (bth[1] >> 4) & 3;
+        if padded.len() & 3 != 0 || pad as usize > padded.len() {
             return Err(Error::BadPad);
         }
         if !info.payload && !padded.is_empty() {
             return Err(Error::BadLength);
         }
-        let payload = &padded[..padded.len() - pad as usize];
-        let t = &rest[rest.len() - ICRC_LEN..];
-        let icrc = u32::from_le_bytes([t[0], t[1], t[2], t[3]]);
         Ok(Frame {
-            repr: FrameRepr {
-                eth: EthernetRepr::parse(&eth),
-                ip: loc.ip,
-                udp,
-                bth,
-                ext,
-            },
-            payload,
-            pad,
-            icrc,
+            bytes,
+            ip_offset: l3,
+            bth_offset,
             info,
-            ip_offset: loc.ip_offset,
-            ip_packet: &frame[loc.ip_offset..loc.ip_end],
+            payload: &padded[..padded.len() - pad as usize],
+            pad,
+            icrc: u32::from_le_bytes([icrc[0], icrc[1], icrc[2], icrc[3]]),
         })
+    }
+
+    /// The frame's bytes from its Ethernet header through its ICRC.
+    pub fn bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+
+    /// The BTH as a view.
+    #[inline]
+    pub fn bth_view(&self) -> Bth<&'a [u8]> {
+        Bth::new_unchecked(&self.bytes[self.bth_offset..])
+    }
+
+    #[inline]
+    pub fn opcode(&self) -> Opcode {
+        self.info.opcode
+    }
+
+    #[inline]
+    pub fn dest_qp(&self) -> u32 {
+        self.bth_view().dest_qp()
+    }
+
+    #[inline]
+    pub fn psn(&self) -> super::Psn {
+        self.bth_view().psn()
+    }
+
+    #[inline]
+    pub fn ack_req(&self) -> bool {
+        self.bth_view().ack_req()
+    }
+
+    /// The IP header's ECN bits (CE asks for a CNP, A17 §17.9.3).
+    #[inline]
+    pub fn ecn(&self) -> Ecn {
+        let b = &self.bytes[self.ip_offset..];
+        match b[0] >> 4 {
+            4 => Ecn::from_bits(b[1]),
+            _ => Ecn::from_bits(b[1] >> 4),
+        }
+    }
+
+    pub fn eth(&self) -> EthernetRepr {
+        // Cannot fail: parse checked the header, tag included.
+        EthernetFrame::new_checked(self.bytes)
+            .map(|e| EthernetRepr::parse(&e))
+            .unwrap_or(EthernetRepr {
+                dst: MacAddr::default(),
+                src: MacAddr::default(),
+                vlan: None,
+                ethertype: 0,
+            })
+    }
+
+    pub fn ip(&self) -> IpRepr {
+        let b = &self.bytes[self.ip_offset..];
+        if b[0] >> 4 == 4 {
+            IpRepr::V4(Ipv4Repr::read(&Ipv4Packet::new_unchecked(b)))
+        } else {
+            IpRepr::V6(Ipv6Repr::read(&Ipv6Packet::new_unchecked(b)))
+        }
+    }
+
+    pub fn udp(&self) -> UdpRepr {
+        UdpRepr::parse(&UdpPacket::new_unchecked(
+            &self.bytes[self.bth_offset - udp::HEADER_LEN..],
+        ))
+    }
+
+    pub fn bth(&self) -> BthRepr {
+        BthRepr::read(&self.bth_view())
+    }
+
+    /// The extension headers the opcode carries.
+    pub fn ext(&self) -> ExtHeaders {
+        let at = self.bth_offset + bth::HEADER_LEN;
+        ExtHeaders::parse(self.info.headers, &self.bytes[at..])
+    }
+
+    /// Every header as plain values.
+    pub fn repr(&self) -> FrameRepr {
+        FrameRepr {
+            eth: self.eth(),
+            ip: self.ip(),
+            udp: self.udp(),
+            bth: self.bth(),
+            ext: self.ext(),
+        }
     }
 
     /// Whether the carried ICRC is the one the bytes give (A17 §17.3.3).
     #[inline]
     pub fn icrc_ok(&self) -> bool {
-        let n = self.ip_packet.len() - ICRC_LEN;
-        icrc::compute(&self.ip_packet[..n]).is_ok_and(|c| c == self.icrc)
+        self.icrc_expected() == self.icrc
     }
 
     /// The ICRC the bytes should carry.
+    #[inline]
     pub fn icrc_expected(&self) -> u32 {
-        let n = self.ip_packet.len() - ICRC_LEN;
-        icrc::compute(&self.ip_packet[..n]).unwrap_or(0)
+        let n = self.bytes.len() - ICRC_LEN;
+        // Cannot fail: parse checked the IP header and the BTH.
+        icrc::compute(&self.bytes[self.ip_offset..n]).unwrap_or(!self.icrc)
     }
 
     /// The frame's length up to and including the ICRC.
     pub fn len(&self) -> usize {
-        self.ip_offset + self.ip_packet.len()
+        self.bytes.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -473,7 +583,7 @@ impl FrameRepr {
 
     /// Length of every header before the payload.
     pub fn header_len(&self) -> usize {
-        let ext = self.bth.opcode.info().map_or(0, |i| i.headers.len());
+        let ext = self.bth.opcode.info().map_or(0, |i| i.headers_len as usize);
         self.eth.header_len() + self.ip.header_len() + udp::HEADER_LEN + bth::HEADER_LEN + ext
     }
 
@@ -507,7 +617,7 @@ impl FrameRepr {
         off += self.ip.emit(&mut buf[off..], udp_len)?;
         off += self.udp.emit(&mut buf[off..], udp_len - udp::HEADER_LEN)?;
         off += self.bth.emit(&mut buf[off..], pad)?;
-        let hl = info.headers.len();
+        let hl = info.headers_len as usize;
         self.ext.emit(cnp, &mut buf[off..off + hl])?;
         off += hl;
         let payload = off..off + payload_len;
@@ -567,7 +677,7 @@ mod tests {
         let n = r.emit(b"hello", &mut buf).unwrap();
         assert_eq!(n, 14 + 20 + 8 + 12 + 16 + 4 + 8 + 4);
         let f = Frame::parse(&buf[..n]).unwrap();
-        assert_eq!(f.repr, r);
+        assert_eq!(f.repr(), r);
         assert_eq!(f.payload, b"hello");
         assert_eq!(f.pad, 3);
         assert!(f.icrc_ok());
@@ -603,9 +713,9 @@ mod tests {
         assert_eq!(n, 74);
         let f = Frame::parse(&buf[..n]).unwrap();
         assert!(f.icrc_ok());
-        assert_eq!(f.repr.ip.dscp(), 48);
-        assert_eq!(f.repr.ip.dst(), marked.ip.src());
-        assert_eq!(f.repr.eth.dst, marked.eth.src);
+        assert_eq!(f.repr().ip.dscp(), 48);
+        assert_eq!(f.repr().ip.dst(), marked.ip.src());
+        assert_eq!(f.repr().eth.dst, marked.eth.src);
     }
 
     #[test]

@@ -195,7 +195,12 @@ impl Ipv4Repr {
         if !p.checksum_ok() {
             return Err(Error::Ipv4Checksum);
         }
-        Ok(Ipv4Repr {
+        Ok(Ipv4Repr::read(p))
+    }
+
+    /// The fields as they are, unchecked (for a header checked before).
+    pub fn read<T: AsRef<[u8]>>(p: &Ipv4Packet<T>) -> Ipv4Repr {
+        Ipv4Repr {
             src: p.src(),
             dst: p.dst(),
             dscp: p.dscp(),
@@ -204,7 +209,7 @@ impl Ipv4Repr {
             dont_frag: p.dont_frag(),
             ttl: p.ttl(),
             protocol: p.protocol(),
-        })
+        }
     }
 
     pub const fn header_len(&self) -> usize {

@@ -86,7 +86,12 @@ impl Ipv6Repr {
         if p.version() != 6 {
             return Err(Error::NotRoce);
         }
-        Ok(Ipv6Repr {
+        Ok(Ipv6Repr::read(p))
+    }
+
+    /// The fields as they are, unchecked (for a header checked before).
+    pub fn read<T: AsRef<[u8]>>(p: &Ipv6Packet<T>) -> Ipv6Repr {
+        Ipv6Repr {
             src: p.src(),
             dst: p.dst(),
             dscp: p.dscp(),
@@ -94,7 +99,7 @@ impl Ipv6Repr {
             flow_label: p.flow_label(),
             hop_limit: p.hop_limit(),
             next_header: p.next_header(),
-        })
+        }
     }
 
     pub const fn header_len(&self) -> usize {

@@ -164,6 +164,8 @@ pub struct OpcodeInfo {
     pub position: Position,
     /// Extension headers after the BTH.
     pub headers: HeaderSet,
+    /// Their total length in bytes.
+    pub headers_len: u8,
     /// Whether a payload may follow the headers.
     pub payload: bool,
 }
@@ -321,6 +323,7 @@ const fn row(opcode: u8) -> Option<OpcodeInfo> {
             class: Class::Cnp,
             position: Position::Only,
             headers: HeaderSet::CNP,
+            headers_len: HeaderSet::CNP.len() as u8,
             payload: false,
         });
     }
@@ -348,6 +351,7 @@ const fn row(opcode: u8) -> Option<OpcodeInfo> {
         class,
         position,
         headers,
+        headers_len: headers.len() as u8,
         payload,
     })
 }

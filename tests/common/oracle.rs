@@ -12,7 +12,7 @@ pub fn agrees(bytes: &[u8], f: &Frame<'_>) -> Result<(), String> {
     let Some(LinkSlice::Ethernet2(eth)) = &p.link else {
         return Err("no Ethernet II header".into());
     };
-    let r = &f.repr;
+    let r = &f.repr();
     check("dst mac", eth.destination(), r.eth.dst.0)?;
     check("src mac", eth.source(), r.eth.src.0)?;
     match (&p.net, &r.ip) {
