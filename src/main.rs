@@ -96,6 +96,16 @@ enum BenchCmd {
         #[arg(long, default_value_t = 7)]
         rounds: usize,
     },
+    /// Frame parse, ICRC and emit next to crc32fast over the same bytes,
+    /// interleaved round by round so that the ratios hold on a noisy host.
+    Wire {
+        /// Alternating rounds of each loop.
+        #[arg(long, default_value_t = 41)]
+        rounds: usize,
+        /// Frames per loop and round.
+        #[arg(long, default_value_t = 20_000)]
+        iters: u32,
+    },
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -114,6 +124,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.cmd {
         Cmd::Decode { files, json } => decode(&files, json),
+        Cmd::Bench {
+            what: BenchCmd::Wire { rounds, iters },
+        } => bench_wire(rounds, iters),
         cmd => run(cmd),
     };
     match result {
@@ -156,7 +169,10 @@ fn run(cmd: Cmd) -> Result<bool> {
             }
             peer_mac.map(|m| parse_mac(&m)).transpose()?;
         }
-        Cmd::Decode { .. } => unreachable!("handled in main"),
+        Cmd::Decode { .. }
+        | Cmd::Bench {
+            what: BenchCmd::Wire { .. },
+        } => unreachable!("handled in main"),
     }
     bail!("this ferroce was built without the `dpdk` feature; rebuild with default features")
 }
@@ -208,8 +224,91 @@ fn run(cmd: Cmd) -> Result<bool> {
                 },
         } => cmd::bench_io(&load(&config)?, packets, frame_len, rounds),
         Cmd::Info { config } => cmd::info(&load(&config)?),
-        Cmd::Decode { .. } => unreachable!("handled in main"),
+        Cmd::Decode { .. }
+        | Cmd::Bench {
+            what: BenchCmd::Wire { .. },
+        } => unreachable!("handled in main"),
     }
+}
+
+/// `ferroce bench wire`: per payload size, each loop runs `iters` frames per
+/// round, the loops alternate within a round, and the figures are medians
+/// over rounds (ratios are taken within a round, then the median).
+fn bench_wire(rounds: usize, iters: u32) -> Result<bool> {
+    use ferroce::wire::opcode::Op;
+    use ferroce::wire::{icrc, BthRepr, Ecn, Frame, FrameRepr, MacAddr, Opcode, Psn};
+    use std::hint::black_box;
+    use std::time::Instant;
+    if rounds == 0 || iters == 0 {
+        bail!("--rounds and --iters must be at least 1");
+    }
+    let mut bth = BthRepr::new(Opcode::rc(Op::SendOnly), 0x12, Psn::new(1));
+    bth.ack_req = true;
+    let repr = FrameRepr::roce_v4(
+        MacAddr([2, 0, 0, 0, 0, 1]),
+        MacAddr([2, 0, 0, 0, 0, 2]),
+        "198.18.0.1".parse()?,
+        "198.18.0.2".parse()?,
+        26,
+        Ecn::Ect0,
+        0xC000,
+        bth,
+    );
+    let time = |f: &mut dyn FnMut()| {
+        let t = Instant::now();
+        for _ in 0..iters {
+            f();
+        }
+        t.elapsed().as_nanos() as f64 / iters as f64
+    };
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(|a, b| a.total_cmp(b));
+        v[v.len() / 2]
+    };
+    println!(
+        "ferroce bench wire: RC SEND_ONLY over IPv4, {rounds} rounds x {iters} frames, medians (ns per frame)"
+    );
+    println!(
+        "{:>8} {:>10} {:>8} {:>11} {:>8} {:>8} {:>18}",
+        "payload", "crc32fast", "parse", "parse+icrc", "icrc", "emit", "parse+icrc / crc"
+    );
+    for len in [64usize, 4096] {
+        let payload: Vec<u8> = (0..len).map(|i| i as u8).collect();
+        let mut frame = vec![0u8; repr.frame_len(len)];
+        let n = repr.emit(&payload, &mut frame)?;
+        let ip = &frame[14..n - 4];
+        let mut out = vec![0u8; n];
+        let mut v: [Vec<f64>; 6] = Default::default();
+        for _ in 0..rounds {
+            let crc = time(&mut || {
+                black_box(crc32fast::hash(black_box(ip)));
+            });
+            let parse = time(&mut || {
+                black_box(Frame::parse(black_box(&frame)).is_ok());
+            });
+            let both = time(&mut || {
+                black_box(Frame::parse(black_box(&frame)).map(|f| f.icrc_ok()) == Ok(true));
+            });
+            let ic = time(&mut || {
+                black_box(icrc::compute(black_box(ip)).is_ok());
+            });
+            let emit = time(&mut || {
+                black_box(repr.emit(black_box(&payload), black_box(&mut out)).is_ok());
+            });
+            for (k, x) in [crc, parse, both, ic, emit, both / crc]
+                .into_iter()
+                .enumerate()
+            {
+                v[k].push(x);
+            }
+        }
+        let m: Vec<f64> = v.iter_mut().map(median).collect();
+        println!(
+            "{:>8} {:>10.1} {:>8.1} {:>11.1} {:>8.1} {:>8.1} {:>18.2}",
+            len, m[0], m[1], m[2], m[3], m[4], m[5]
+        );
+    }
+    Ok(true)
 }
 
 /// `ferroce decode`: every frame of every file, then the totals. Ok(false)
