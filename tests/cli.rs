@@ -86,3 +86,17 @@ fn a_device_the_eal_cannot_open_is_an_error() {
         "error",
     );
 }
+
+/// `ferroce bench wire` runs (a tiny load here: figures come from real
+/// runs, never from tests) and refuses empty loops.
+#[test]
+fn bench_wire_runs_and_checks_its_arguments() {
+    let o = run(
+        &["bench", "wire", "--rounds", "1", "--iters", "10"],
+        Duration::from_secs(60),
+    );
+    assert!(o.ok(), "{}", o.all());
+    assert!(o.stdout.contains("parse+icrc / crc"), "{}", o.stdout);
+    assert_eq!(o.stdout.lines().count(), 4, "{}", o.stdout);
+    fails_with(&["bench", "wire", "--rounds", "0"], "at least 1");
+}
