@@ -81,6 +81,13 @@ pub struct DethLine {
     pub src_qp: u32,
 }
 
+/// FETH fields.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct FethLine {
+    pub selectivity: u8,
+    pub placement: u8,
+}
+
 /// One RoCE frame's fields, as printed.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct RoceLine {
@@ -102,6 +109,8 @@ pub struct RoceLine {
     pub ttl: u8,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deth: Option<DethLine>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub feth: Option<FethLine>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reth: Option<RethLine>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -336,6 +345,10 @@ fn roce_line(f: &Frame<'_>) -> RoceLine {
             qkey: d.qkey,
             src_qp: d.src_qp,
         }),
+        feth: e.feth.map(|x| FethLine {
+            selectivity: x.selectivity,
+            placement: x.placement,
+        }),
         reth: e.reth.map(|x| RethLine {
             va: x.va,
             rkey: x.rkey,
@@ -449,10 +462,16 @@ impl Line {
                 let _ = write!(s, "{src} -> {dst} MALFORMED: {error}");
             }
             Verdict::Roce(r) => {
+                // An IPv6 source gets brackets before its port.
+                let src = if r.src.contains(':') {
+                    format!("[{}]", r.src)
+                } else {
+                    r.src.clone()
+                };
                 let _ = write!(
                     s,
-                    "{}:{} -> {} {} qp={:#08x} psn={} A={}",
-                    r.src, r.udp_sport, r.dst, r.opcode, r.dest_qp, r.psn, r.ack_req as u8
+                    "{src}:{} -> {} {} qp={:#08x} psn={} A={}",
+                    r.udp_sport, r.dst, r.opcode, r.dest_qp, r.psn, r.ack_req as u8
                 );
                 if r.solicited {
                     s.push_str(" SE=1");
@@ -468,6 +487,13 @@ impl Line {
                 }
                 if let Some(d) = &r.deth {
                     let _ = write!(s, " deth(qkey={:#x} src_qp={:#x})", d.qkey, d.src_qp);
+                }
+                if let Some(x) = &r.feth {
+                    let _ = write!(
+                        s,
+                        " feth(selectivity={} placement={})",
+                        x.selectivity, x.placement
+                    );
                 }
                 if let Some(x) = &r.reth {
                     let _ = write!(
