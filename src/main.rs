@@ -551,8 +551,10 @@ mod cmd {
             // Let the last answers leave before the port closes. Only tx:
             // the sender may already be gone, and net_memif unmaps a
             // departed peer's rings from its control thread while rx runs.
+            // Then wait for the sender to leave (a shared-memory link goes
+            // down), so that it never loses our rings under its own rx.
             lp.drain_tx(&clock, clock.now() + Duration::from_millis(300));
-            std::thread::sleep(std::time::Duration::from_millis(100));
+            p.wait_link_down(std::time::Duration::from_millis(1000))?;
             let ok = report_ok("answerer", &r.report, lt.count);
             (r.report, ok)
         };

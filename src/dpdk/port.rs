@@ -239,10 +239,20 @@ impl Port {
 
     /// Polls the link state until it is up or `timeout` passes.
     pub fn wait_link_up(&self, timeout: std::time::Duration) -> Result<LinkStatus> {
+        self.wait_link(true, timeout)
+    }
+
+    /// Polls the link state until it is down (e.g. a memif peer left) or
+    /// `timeout` passes.
+    pub fn wait_link_down(&self, timeout: std::time::Duration) -> Result<LinkStatus> {
+        self.wait_link(false, timeout)
+    }
+
+    fn wait_link(&self, up: bool, timeout: std::time::Duration) -> Result<LinkStatus> {
         let start = std::time::Instant::now();
         loop {
             let l = self.link()?;
-            if l.up || start.elapsed() >= timeout {
+            if l.up == up || start.elapsed() >= timeout {
                 return Ok(l);
             }
             std::thread::sleep(std::time::Duration::from_millis(10));
