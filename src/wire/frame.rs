@@ -2,7 +2,9 @@
 //! extension headers | payload | pad | ICRC (A17 §17.3; reference B.1).
 //!
 //! [`Frame::parse`] checks a received frame's structure in one pass and
-//! borrows its payload; the ICRC is checked separately
+//! returns a checked view of it: the payload borrowed, every header read on
+//! demand (cheap accessors for the hot fields, [`Frame::repr`] for all of
+//! them). The ICRC is checked separately
 //! ([`Frame::icrc_ok`]) so that a caller can count the two failures apart.
 //! [`FrameRepr::emit`] writes a frame into a caller's buffer, lengths, IPv4
 //! checksum, pad and ICRC included; [`FrameRepr::emit_headers`] +
@@ -23,7 +25,7 @@
 //! `(-len) & 3` with zero pad bytes; IPv4 total length and checksum; IPv6
 //! payload length; UDP length through the ICRC; the ICRC. The Repr's values
 //! are written as given, so a RoCE v2 sender sets DF, UDP checksum 0 and a
-//! per-QP source port (see [`FrameRepr::roce`]).
+//! per-QP source port (see [`FrameRepr::roce_v4`]).
 
 use super::bth::{self, Bth, BthRepr};
 use super::ethernet::{self, EthernetFrame, EthernetRepr, MacAddr};
