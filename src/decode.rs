@@ -109,6 +109,9 @@ pub struct RoceLine {
     pub ttl: u8,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deth: Option<DethLine>,
+    /// XRCETH: the XRC SRQ number.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub xrc_srq: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub feth: Option<FethLine>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -345,6 +348,7 @@ fn roce_line(f: &Frame<'_>) -> RoceLine {
             qkey: d.qkey,
             src_qp: d.src_qp,
         }),
+        xrc_srq: e.xrceth,
         feth: e.feth.map(|x| FethLine {
             selectivity: x.selectivity,
             placement: x.placement,
@@ -487,6 +491,9 @@ impl Line {
                 }
                 if let Some(d) = &r.deth {
                     let _ = write!(s, " deth(qkey={:#x} src_qp={:#x})", d.qkey, d.src_qp);
+                }
+                if let Some(v) = r.xrc_srq {
+                    let _ = write!(s, " xrc_srq={v:#x}");
                 }
                 if let Some(x) = &r.feth {
                     let _ = write!(
@@ -655,5 +662,33 @@ mod tests {
         assert_eq!(v["dest_qp"], 0x11);
         assert_eq!(v["icrc_ok"], true);
         assert_eq!(v["ecn"], "ce");
+        assert!(v.get("xrc_srq").is_none());
+    }
+
+    #[test]
+    fn an_xrc_request_shows_its_srq() {
+        let bth = BthRepr::new(Opcode::xrc(Op::SendOnly), 0x11, Psn::new(5));
+        let mut r = FrameRepr::roce_v4(
+            MacAddr([2, 0, 0, 0, 0, 1]),
+            MacAddr([2, 0, 0, 0, 0, 2]),
+            "198.18.0.1".parse().unwrap(),
+            "198.18.0.2".parse().unwrap(),
+            26,
+            Ecn::Ect0,
+            0xC000,
+            bth,
+        );
+        r.ext.xrceth = Some(0xABCDEF);
+        let mut b = vec![0u8; 100];
+        let n = r.emit(b"1234", &mut b).unwrap();
+        let mut d = Decoder::new();
+        let l = d.frame(0, n, &b[..n]);
+        let t = l.text();
+        assert!(t.contains("XRC_SEND_ONLY qp=0x000011"), "{t}");
+        assert!(t.contains(" xrc_srq=0xabcdef len=4 pad=0"), "{t}");
+        let v = serde_json::to_value(&l).unwrap();
+        assert_eq!(v["xrc_srq"], 0xABCDEF);
+        assert_eq!(v["opcode_num"], 0xA4);
+        assert!(d.totals.clean());
     }
 }

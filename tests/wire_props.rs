@@ -16,7 +16,7 @@
 mod common;
 
 use common::frames;
-use ferroce::wire::ext::{AtomicAckEth, FethRepr, Ieth, ImmDt};
+use ferroce::wire::ext::{AtomicAckEth, FethRepr, Ieth, ImmDt, Xrceth};
 use ferroce::wire::frame::{seal, ICRC_LEN};
 use ferroce::wire::opcode::{HeaderSet, OpcodeInfo};
 use ferroce::wire::{
@@ -203,11 +203,13 @@ fn ext(set: HeaderSet) -> impl Strategy<Value = ExtHeaders> {
         atomic(),
         aeth(),
         any::<(u64, u32, u32)>(),
+        0u32..0x100_0000,
     )
-        .prop_map(move |(d, f, r, a, ae, (aa, imm, ieth))| {
+        .prop_map(move |(d, f, r, a, ae, (aa, imm, ieth), x)| {
             let on = |h| set.contains(h);
             ExtHeaders {
                 deth: on(HeaderSet::DETH).then_some(d),
+                xrceth: on(HeaderSet::XRCETH).then_some(x),
                 feth: on(HeaderSet::FETH).then_some(f),
                 reth: on(HeaderSet::RETH).then_some(r),
                 atomic: on(HeaderSet::ATOMIC_ETH).then_some(a),
@@ -342,6 +344,7 @@ proptest! {
         de in deth(),
         fe in feth(),
         (aa, imm, ieth) in any::<(u64, u32, u32)>(),
+        srq in any::<u32>(),
     ) {
         let mut b = [0xA5u8; 28];
         re.emit(&mut b[..16]);
@@ -379,6 +382,11 @@ proptest! {
         let v = ieth.to_be_bytes();
         prop_assert_eq!(Ieth::new_checked(&v[..]).unwrap().rkey(), ieth);
         prop_assert!(Ieth::new_checked(&v[..3]).is_err());
+
+        // XRCETH: a reserved byte, then 24 bits of SRQ number.
+        let v = srq.to_be_bytes();
+        prop_assert_eq!(Xrceth::new_checked(&v[..]).unwrap().srq(), srq & 0xFF_FFFF);
+        prop_assert!(Xrceth::new_checked(&v[..3]).is_err());
     }
 }
 
@@ -495,8 +503,9 @@ fn fix_ipv4_checksum(b: &mut [u8], ip: usize) {
 
 /// What re-emitting the parsed frame `f` of `orig` must give: its bytes
 /// through the ICRC with every bit no `Repr` carries cleared (IPv4 reserved
-/// flag; BTH resv8a's low 6 bits and byte 8's low 7; DETH byte 4; FETH
-/// bytes 0-2 and bits 7-6 of byte 3; the CNP's 16 bytes; the pad bytes),
+/// flag; BTH resv8a's low 6 bits and byte 8's low 7; DETH byte 4; XRCETH
+/// byte 0; FETH bytes 0-2 and bits 7-6 of byte 3; the CNP's 16 bytes; the
+/// pad bytes),
 /// then the IPv4 checksum and the ICRC recomputed.
 fn canonical(orig: &[u8], f: &Frame<'_>) -> Vec<u8> {
     let mut c = orig[..f.len()].to_vec();
@@ -509,8 +518,11 @@ fn canonical(orig: &[u8], f: &Frame<'_>) -> Vec<u8> {
     if h.contains(HeaderSet::DETH) {
         c[ext + 4] = 0;
     }
+    if h.contains(HeaderSet::XRCETH) {
+        c[xrceth_at(ext, h)] = 0;
+    }
     if h.contains(HeaderSet::FETH) {
-        let o = ext + if h.contains(HeaderSet::DETH) { 8 } else { 0 };
+        let o = feth_at(ext, h);
         c[o..o + 3].fill(0);
         c[o + 3] &= 0x3F;
     }
@@ -528,6 +540,17 @@ fn canonical(orig: &[u8], f: &Frame<'_>) -> Vec<u8> {
     seal(&mut c, ip).unwrap();
     debug_assert_eq!(n, f.len());
     c
+}
+
+/// Where the XRCETH of header set `h` starts, the extension headers
+/// starting at `ext` (after a DETH, if any).
+fn xrceth_at(ext: usize, h: HeaderSet) -> usize {
+    ext + if h.contains(HeaderSet::DETH) { 8 } else { 0 }
+}
+
+/// Where the FETH of header set `h` starts (after a DETH and an XRCETH).
+fn feth_at(ext: usize, h: HeaderSet) -> usize {
+    xrceth_at(ext, h) + if h.contains(HeaderSet::XRCETH) { 4 } else { 0 }
 }
 
 /// What happened to one input, for the coverage counts.
@@ -684,8 +707,11 @@ fn fields(f: &Frame<'_>) -> Vec<(usize, u8)> {
     if h.contains(HeaderSet::DETH) {
         v.push((ext + 4, 0xFF));
     }
+    if h.contains(HeaderSet::XRCETH) {
+        v.push((xrceth_at(ext, h), 0xFF));
+    }
     if h.contains(HeaderSet::FETH) {
-        let o = ext + if h.contains(HeaderSet::DETH) { 8 } else { 0 };
+        let o = feth_at(ext, h);
         v.extend([(o, 0xFF), (o + 3, 0xC0)]);
     }
     let end = ext + h.len();

@@ -1,8 +1,8 @@
 //! The extension transport headers that follow the BTH (IBTA Vol. 1 §9.3;
 //! rxe_hdr.h; reference B.4, B.5) and the CNP's reserved block (A17
 //! §17.9.3). Which ones a packet carries is the opcode table's business
-//! ([`super::opcode`]); their order on the wire is DETH, FETH, RETH,
-//! AtomicETH, AETH, AtomicAckETH, ImmDt, IETH.
+//! ([`super::opcode`]); their order on the wire is DETH, XRCETH, FETH,
+//! RETH, AtomicETH, AETH, AtomicAckETH, ImmDt, IETH.
 
 use super::field::{set_u24, set_u32, set_u64, u24_at, u32_at, u64_at};
 use super::{view, Error, Result};
@@ -42,6 +42,13 @@ view!(
     /// Datagram extended transport header, 8 B (§9.3.2): Q_Key, source QP.
     Deth,
     8
+);
+view!(
+    /// XRC extended transport header, 4 B (IBTA Vol. 1 §9.3, XRCETH; XRC
+    /// requests only, right after the BTH): 8 reserved bits, then the
+    /// 24-bit XRC SRQ number of the receive queue the message is for.
+    Xrceth,
+    4
 );
 view!(
     /// Flush extended transport header, 4 B (IBTA 1.5 FLUSH): selectivity
@@ -120,6 +127,13 @@ impl<T: AsRef<[u8]>> Deth<T> {
     /// Source QP, 24 bits (byte 4 is reserved).
     pub fn src_qp(&self) -> u32 {
         u24_at(self.buffer.as_ref(), 5)
+    }
+}
+
+impl<T: AsRef<[u8]>> Xrceth<T> {
+    /// XRC SRQ number, 24 bits (byte 0 is reserved).
+    pub fn srq(&self) -> u32 {
+        u24_at(self.buffer.as_ref(), 1)
     }
 }
 
@@ -439,5 +453,8 @@ mod tests {
         f.emit(&mut b).unwrap();
         assert_eq!(FethRepr::parse(&Feth::new_checked(&b[..]).unwrap()), f);
         assert!(Reth::new_checked(&b[..15]).is_err());
+        let x = Xrceth::new_checked(&[0xFF, 0xAB, 0xCD, 0xEF][..]).unwrap();
+        assert_eq!(x.srq(), 0xABCDEF, "byte 0 is reserved");
+        assert!(Xrceth::new_checked(&b[..3]).is_err());
     }
 }

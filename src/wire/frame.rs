@@ -31,9 +31,9 @@ use super::bth::{self, Bth, BthRepr};
 use super::ethernet::{self, EthernetFrame, EthernetRepr, MacAddr};
 use super::ext::{
     Aeth, AethRepr, AtomicAckEth, AtomicEth, AtomicEthRepr, Deth, DethRepr, Feth, FethRepr, Ieth,
-    ImmDt, Reth, RethRepr,
+    ImmDt, Reth, RethRepr, Xrceth,
 };
-use super::field::{set_u32, set_u64};
+use super::field::{set_u24, set_u32, set_u64};
 use super::icrc;
 use super::ipv4::{self, Ecn, Ipv4Packet, Ipv4Repr};
 use super::ipv6::{self, Ipv6Packet, Ipv6Repr};
@@ -138,6 +138,8 @@ impl IpRepr {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ExtHeaders {
     pub deth: Option<DethRepr>,
+    /// XRCETH: the XRC SRQ number, 24 bits (XRC requests).
+    pub xrceth: Option<u32>,
     pub feth: Option<FethRepr>,
     pub reth: Option<RethRepr>,
     pub atomic: Option<AtomicEthRepr>,
@@ -160,6 +162,7 @@ impl ExtHeaders {
             }
         };
         add(self.deth.is_some(), HeaderSet::DETH);
+        add(self.xrceth.is_some(), HeaderSet::XRCETH);
         add(self.feth.is_some(), HeaderSet::FETH);
         add(self.reth.is_some(), HeaderSet::RETH);
         add(self.atomic.is_some(), HeaderSet::ATOMIC_ETH);
@@ -183,6 +186,7 @@ impl ExtHeaders {
             })
         };
         e.deth = take(HeaderSet::DETH, 8).map(|s| DethRepr::parse(&Deth::new_unchecked(s)));
+        e.xrceth = take(HeaderSet::XRCETH, 4).map(|s| Xrceth::new_unchecked(s).srq());
         e.feth = take(HeaderSet::FETH, 4).map(|s| FethRepr::parse(&Feth::new_unchecked(s)));
         e.reth = take(HeaderSet::RETH, 16).map(|s| RethRepr::parse(&Reth::new_unchecked(s)));
         e.atomic = take(HeaderSet::ATOMIC_ETH, 28)
@@ -206,6 +210,14 @@ impl ExtHeaders {
         };
         if let Some(h) = self.deth {
             h.emit(&mut b[next(8)])?;
+        }
+        if let Some(v) = self.xrceth {
+            if v > 0x00FF_FFFF {
+                return Err(Error::FieldRange);
+            }
+            let b = &mut b[next(4)];
+            b[0] = 0;
+            set_u24(b, 1, v);
         }
         if let Some(h) = self.feth {
             h.emit(&mut b[next(4)])?;
@@ -748,5 +760,67 @@ mod tests {
         assert_eq!(Frame::parse(&g).unwrap().len(), n);
         r.ext.deth = Some(DethRepr::default());
         assert_eq!(r.emit(&[], &mut buf), Err(Error::HeadersMismatch));
+    }
+
+    #[test]
+    fn an_xrc_request_carries_an_xrceth_before_its_reth() {
+        let mut r = base(Opcode::xrc(Op::RdmaWriteFirst));
+        let reth = RethRepr {
+            va: 0x0102_0304_0506_0708,
+            rkey: 0x1122_3344,
+            dma_len: 0x2000,
+        };
+        r.ext.reth = Some(reth);
+        let mut buf = [0u8; 512];
+        // The XRCETH is required, and only 24 bits fit.
+        assert_eq!(r.emit(&[0; 256], &mut buf), Err(Error::HeadersMismatch));
+        r.ext.xrceth = Some(0x100_0000);
+        assert_eq!(r.emit(&[0; 256], &mut buf), Err(Error::FieldRange));
+        r.ext.xrceth = Some(0xABCDEF);
+        let payload: Vec<u8> = (0..=255).collect();
+        let n = r.emit(&payload, &mut buf).unwrap();
+        assert_eq!(n, 14 + 20 + 8 + 12 + 4 + 16 + 256 + 4);
+        let bth = 14 + 20 + 8;
+        assert_eq!(buf[bth], 0xA6);
+        // XRCETH at BTH+12: reserved byte 0, then the SRQ number.
+        assert_eq!(&buf[bth + 12..bth + 16], &[0x00, 0xAB, 0xCD, 0xEF]);
+        // RETH at BTH+16: VA, R_Key, DMA length.
+        assert_eq!(
+            &buf[bth + 16..bth + 32],
+            &[1, 2, 3, 4, 5, 6, 7, 8, 0x11, 0x22, 0x33, 0x44, 0, 0, 0x20, 0]
+        );
+        assert_eq!(&buf[bth + 32..bth + 32 + 256], &payload[..]);
+        let f = Frame::parse(&buf[..n]).unwrap();
+        assert!(f.icrc_ok());
+        assert_eq!(f.repr(), r);
+        assert_eq!(f.ext().xrceth, Some(0xABCDEF));
+        assert_eq!(f.ext().reth, Some(reth));
+        assert_eq!(f.payload, &payload[..]);
+        // The reserved byte is ignored on parse and written as zero.
+        let mut g = buf[..n].to_vec();
+        g[bth + 12] = 0xFF;
+        seal(&mut g, 14).unwrap();
+        let f = Frame::parse(&g).unwrap();
+        assert_eq!(f.ext().xrceth, Some(0xABCDEF));
+        let mut again = [0u8; 512];
+        assert_eq!(f.repr().emit(f.payload, &mut again), Ok(n));
+        assert_eq!(&again[..n], &buf[..n]);
+
+        // An XRC ACKNOWLEDGE has an AETH and no XRCETH.
+        let mut a = base(Opcode::xrc(Op::Acknowledge));
+        a.ext.aeth = Some(AethRepr {
+            syndrome: AckSyndrome::Ack { credit: 0x1F },
+            msn: 9,
+        });
+        a.ext.xrceth = Some(1);
+        assert_eq!(a.emit(&[], &mut buf), Err(Error::HeadersMismatch));
+        a.ext.xrceth = None;
+        let n = a.emit(&[], &mut buf).unwrap();
+        assert_eq!(n, 14 + 20 + 8 + 12 + 4 + 4);
+        assert_eq!(&buf[bth + 12..bth + 16], &[0x1F, 0, 0, 9], "AETH at BTH+12");
+        let f = Frame::parse(&buf[..n]).unwrap();
+        assert!(f.icrc_ok());
+        assert_eq!(f.repr(), a);
+        assert_eq!(f.ext().xrceth, None);
     }
 }

@@ -22,7 +22,7 @@
 //! | [`udp`] | the UDP header, port 4791 (A17 §17.3.2) |
 //! | [`opcode`] | the opcode table: which headers each opcode carries |
 //! | [`bth`] | the base transport header (IBTA §9.2) |
-//! | [`ext`] | RETH, AETH, AtomicETH, AtomicAckETH, ImmDt, IETH, DETH, FETH, CNP |
+//! | [`ext`] | RETH, AETH, AtomicETH, AtomicAckETH, ImmDt, IETH, DETH, XRCETH, FETH, CNP |
 //! | [`psn`] | 24-bit PSN arithmetic (IBTA §9.7.1) and the pad count |
 //! | [`icrc`] | the invariant CRC (A17 §17.3.3) |
 //! | [`frame`] | whole-frame parse / emit (A17 §17.3) |
@@ -44,7 +44,7 @@ pub use bth::{Bth, BthRepr};
 pub use ethernet::{EthernetFrame, EthernetRepr, MacAddr, VlanTag};
 pub use ext::{
     AckSyndrome, Aeth, AethRepr, AtomicAckEth, AtomicEth, AtomicEthRepr, Deth, DethRepr, Feth,
-    NakCode, Reth, RethRepr,
+    NakCode, Reth, RethRepr, Xrceth,
 };
 pub use frame::{ExtHeaders, Frame, FrameRepr, IpRepr};
 pub use ipv4::{Ecn, Ipv4Packet, Ipv4Repr};

@@ -6,6 +6,15 @@
 //! An opcode is a transport (bits 7..5: RC 000, UC 001, RD 010, UD 011,
 //! CNP 100, XRC 101) plus an operation (bits 4..0). RoCE v2 adds the CNP,
 //! opcode 0x81 (A17 §17.9.3).
+//!
+//! The table holds RC (the operations of table 38 plus FLUSH and
+//! ATOMIC_WRITE), UC (SEND and RDMA WRITE), UD (SEND ONLY, with DETH), XRC
+//! and the CNP. XRC (0xA0-0xB7, IBTA §9.2 table 38) offers RC's operations
+//! 0x00-0x14, 0x16 and 0x17 (not FLUSH or ATOMIC_WRITE); every XRC request
+//! (SEND, RDMA WRITE, RDMA READ request, the atomics) carries an XRCETH
+//! (§9.3, the XRC SRQ number) right after the BTH, before any RETH,
+//! AtomicETH, ImmDt or IETH; XRC responses (READ responses, ACKs) carry
+//! none, as on RC. RD is not in the table.
 
 use core::fmt;
 
@@ -49,7 +58,9 @@ impl Transport {
 }
 
 /// The extension headers after the BTH, as a set. On the wire they come in
-/// the order of the constants below (IBTA §9.2, A17 §17.9.3).
+/// the order of the constants below, which is also their bit order (IBTA
+/// §9.2, A17 §17.9.3): DETH, XRCETH, FETH, RETH, AtomicETH, AETH,
+/// AtomicAckETH, ImmDt, IETH, then the CNP block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct HeaderSet(u16);
 
@@ -57,22 +68,24 @@ impl HeaderSet {
     pub const NONE: HeaderSet = HeaderSet(0);
     /// Datagram ETH, 8 B (UD).
     pub const DETH: HeaderSet = HeaderSet(1 << 0);
+    /// XRC ETH, 4 B (every XRC request): the XRC SRQ number.
+    pub const XRCETH: HeaderSet = HeaderSet(1 << 1);
     /// Flush ETH, 4 B (FLUSH).
-    pub const FETH: HeaderSet = HeaderSet(1 << 1);
+    pub const FETH: HeaderSet = HeaderSet(1 << 2);
     /// RDMA ETH, 16 B.
-    pub const RETH: HeaderSet = HeaderSet(1 << 2);
+    pub const RETH: HeaderSet = HeaderSet(1 << 3);
     /// Atomic ETH, 28 B.
-    pub const ATOMIC_ETH: HeaderSet = HeaderSet(1 << 3);
+    pub const ATOMIC_ETH: HeaderSet = HeaderSet(1 << 4);
     /// ACK ETH, 4 B.
-    pub const AETH: HeaderSet = HeaderSet(1 << 4);
+    pub const AETH: HeaderSet = HeaderSet(1 << 5);
     /// Atomic ACK ETH, 8 B.
-    pub const ATOMIC_ACK_ETH: HeaderSet = HeaderSet(1 << 5);
+    pub const ATOMIC_ACK_ETH: HeaderSet = HeaderSet(1 << 6);
     /// Immediate data, 4 B.
-    pub const IMMDT: HeaderSet = HeaderSet(1 << 6);
+    pub const IMMDT: HeaderSet = HeaderSet(1 << 7);
     /// Invalidate ETH, 4 B.
-    pub const IETH: HeaderSet = HeaderSet(1 << 7);
+    pub const IETH: HeaderSet = HeaderSet(1 << 8);
     /// The CNP's 16 reserved bytes.
-    pub const CNP: HeaderSet = HeaderSet(1 << 8);
+    pub const CNP: HeaderSet = HeaderSet(1 << 9);
 
     pub const fn union(self, o: HeaderSet) -> HeaderSet {
         HeaderSet(self.0 | o.0)
@@ -83,7 +96,9 @@ impl HeaderSet {
     /// Total length of the headers in the set.
     pub const fn len(self) -> usize {
         let mut n = 0;
-        let sizes = [8, 4, 16, 28, 4, 8, 4, 4, 16];
+        // Indexed by bit: DETH, XRCETH, FETH, RETH, AtomicETH, AETH,
+        // AtomicAckETH, ImmDt, IETH, CNP.
+        let sizes = [8, 4, 4, 16, 28, 4, 8, 4, 4, 16];
         let mut i = 0;
         while i < sizes.len() {
             if self.0 & (1 << i) != 0 {
@@ -213,6 +228,9 @@ impl Opcode {
     pub const fn ud(op: Op) -> Opcode {
         Opcode::new(Transport::Ud, op)
     }
+    pub const fn xrc(op: Op) -> Opcode {
+        Opcode::new(Transport::Xrc, op)
+    }
 
     pub const fn transport(self) -> Transport {
         match self.0 >> 5 {
@@ -333,6 +351,8 @@ const fn row(opcode: u8) -> Option<OpcodeInfo> {
         Transport::Uc => op <= 0x0B,
         // UD: SEND ONLY with and without immediate, each with a DETH.
         Transport::Ud => op == 0x04 || op == 0x05,
+        // XRC: RC's operations of table 38, without FLUSH / ATOMIC_WRITE.
+        Transport::Xrc => op <= 0x14 || op == 0x16 || op == 0x17,
         _ => false,
     };
     if !allowed {
@@ -343,6 +363,15 @@ const fn row(opcode: u8) -> Option<OpcodeInfo> {
     };
     if matches!(transport, Transport::Ud) {
         headers = headers.union(HeaderSet::DETH);
+    }
+    // XRC requests name the XRC SRQ; responses do not.
+    if matches!(transport, Transport::Xrc)
+        && matches!(
+            class,
+            Class::Send | Class::Write | Class::ReadRequest | Class::Atomic
+        )
+    {
+        headers = headers.union(HeaderSet::XRCETH);
     }
     Some(OpcodeInfo {
         opcode: Opcode(opcode),
@@ -372,7 +401,7 @@ mod tests {
 
     #[test]
     fn the_table_matches_ib_pack_h() {
-        assert_eq!(Opcode::all().count(), 25 + 12 + 2 + 1);
+        assert_eq!(Opcode::all().count(), 25 + 12 + 2 + 1 + 23);
         assert_eq!(Opcode(0x0A).to_string(), "RC_RDMA_WRITE_ONLY");
         assert_eq!(Opcode(0x24).to_string(), "UC_SEND_ONLY");
         assert_eq!(Opcode(0x64).to_string(), "UD_SEND_ONLY");
@@ -389,5 +418,39 @@ mod tests {
         assert_eq!(Opcode(0x81).info().unwrap().headers.len(), 16);
         assert!(Opcode(0x0F).info().unwrap().ends_message());
         assert!(!Opcode(0x0F).info().unwrap().is_request());
+    }
+
+    #[test]
+    fn xrc_requests_carry_an_xrceth_and_responses_do_not() {
+        let xrc: Vec<_> = Opcode::all()
+            .filter(|i| i.transport == Transport::Xrc)
+            .collect();
+        assert_eq!(xrc.len(), 23);
+        assert_eq!(xrc.first().unwrap().opcode, Opcode(0xA0));
+        assert_eq!(xrc.last().unwrap().opcode, Opcode(0xB7));
+        assert!(Opcode(0xB5).info().is_none());
+        assert!(Opcode(0xBC).info().is_none(), "no XRC FLUSH");
+        assert!(Opcode(0xBD).info().is_none(), "no XRC ATOMIC_WRITE");
+        for i in &xrc {
+            let rc = Opcode(i.opcode.0 & 0x1F).info().unwrap();
+            assert_eq!(i.op_name, rc.op_name);
+            assert_eq!(i.is_request(), rc.is_request());
+            let want = if rc.is_request() {
+                rc.headers.union(HeaderSet::XRCETH)
+            } else {
+                rc.headers
+            };
+            assert_eq!(i.headers, want, "{}", i.opcode);
+            assert_eq!(i.headers_len as usize, want.len());
+        }
+        assert_eq!(Opcode(0xA6).to_string(), "XRC_RDMA_WRITE_FIRST");
+        let w = Opcode(0xA6).info().unwrap();
+        assert_eq!(w.headers, HeaderSet::XRCETH.union(HeaderSet::RETH));
+        assert_eq!(w.headers_len, 20);
+        assert_eq!(Opcode(0xB3).info().unwrap().headers_len, 32);
+        assert_eq!(Opcode(0xB1).info().unwrap().headers, HeaderSet::AETH);
+        assert_eq!(Opcode(0xAD).info().unwrap().headers, HeaderSet::AETH);
+        assert_eq!(Opcode(0xAE).info().unwrap().headers, HeaderSet::NONE);
+        assert_eq!(Opcode(0xAB).info().unwrap().headers_len, 4 + 16 + 4);
     }
 }

@@ -22,6 +22,9 @@ pub fn ext_for(info: &OpcodeInfo) -> ExtHeaders {
             src_qp: 0x000011,
         });
     }
+    if h.contains(HeaderSet::XRCETH) {
+        e.xrceth = Some(0x00_0013);
+    }
     if h.contains(HeaderSet::FETH) {
         e.feth = Some(FethRepr {
             selectivity: 0,
