@@ -73,6 +73,7 @@ fn a_device_the_eal_cannot_open_is_an_error() {
         "bad.toml",
         "[eal]\nhugepages = \"off\"\n[[port]]\nname = \"a\"\ndevice = \"net_nosuchpmd0\"\n",
     );
+    let before = dpdk_runtime_dirs();
     fails_with(
         &[
             "linktest",
@@ -85,6 +86,12 @@ fn a_device_the_eal_cannot_open_is_an_error() {
         ],
         "error",
     );
+    // The failed EAL start leaves no runtime directory behind.
+    let left: Vec<String> = dpdk_runtime_dirs()
+        .into_iter()
+        .filter(|d| !before.contains(d))
+        .collect();
+    assert!(left.is_empty(), "left behind in /var/run/dpdk: {left:?}");
 }
 
 /// `ferroce bench wire` runs (a tiny load here: figures come from real

@@ -59,20 +59,21 @@ impl Eal {
         let ret = unsafe { ffi::rte_eal_init(argc, argv.as_mut_ptr()) };
         if ret < 0 {
             let errno = super::error::last_errno();
+            // A probe failure comes after the EAL made its runtime
+            // directory: remove it if empty, as a clean exit would.
+            if let Some(d) = runtime_dir() {
+                let _ = std::fs::remove_dir(d);
+            }
             return Err(Error::EalInit {
                 errno,
                 text: super::error::strerror(errno),
                 args: args.join(" "),
             });
         }
-        // SAFETY: the EAL is initialised; the result is a NUL-terminated path
-        // string owned by the EAL.
-        let dir = unsafe { std::ffi::CStr::from_ptr(ffi::rte_eal_get_runtime_dir()) };
-        let runtime_dir = Some(std::path::PathBuf::from(dir.to_string_lossy().into_owned()));
         Ok(Eal(Arc::new(EalInner {
             args,
             hugepages,
-            runtime_dir,
+            runtime_dir: runtime_dir(),
         })))
     }
 
@@ -91,6 +92,15 @@ impl Eal {
         // SAFETY: the EAL is initialised (we hold a handle).
         unsafe { ffi::rte_socket_id() as i32 }
     }
+}
+
+/// The EAL's runtime directory, if it has named one.
+fn runtime_dir() -> Option<std::path::PathBuf> {
+    // SAFETY: returns a pointer to a static NUL-terminated buffer of the
+    // EAL (empty until rte_eal_init names the directory); never NULL.
+    let dir = unsafe { std::ffi::CStr::from_ptr(ffi::rte_eal_get_runtime_dir()) };
+    let dir = dir.to_string_lossy();
+    (!dir.is_empty()).then(|| std::path::PathBuf::from(dir.into_owned()))
 }
 
 impl Drop for EalInner {
