@@ -562,18 +562,20 @@ impl Line {
 mod tests {
     use super::*;
     use crate::wire::opcode::Op;
-    use crate::wire::{BthRepr, Ecn, FrameRepr, MacAddr, Opcode, Psn};
+    use crate::wire::{BthRepr, Ecn, FrameRepr, IpRepr, MacAddr, Opcode, Psn};
 
     fn frame() -> Vec<u8> {
         let mut bth = BthRepr::new(Opcode::rc(Op::SendOnly), 0x11, Psn::new(5));
         bth.ack_req = true;
-        let r = FrameRepr::roce_v4(
+        let r = FrameRepr::roce(
             MacAddr([2, 0, 0, 0, 0, 1]),
             MacAddr([2, 0, 0, 0, 0, 2]),
-            "198.18.0.1".parse().unwrap(),
-            "198.18.0.2".parse().unwrap(),
-            26,
-            Ecn::Ce,
+            IpRepr::v4(
+                "198.18.0.1".parse().unwrap(),
+                "198.18.0.2".parse().unwrap(),
+                26,
+                Ecn::Ce,
+            ),
             0xC000,
             bth,
         );
@@ -668,13 +670,15 @@ mod tests {
     #[test]
     fn an_xrc_request_shows_its_srq() {
         let bth = BthRepr::new(Opcode::xrc(Op::SendOnly), 0x11, Psn::new(5));
-        let mut r = FrameRepr::roce_v4(
+        let mut r = FrameRepr::roce(
             MacAddr([2, 0, 0, 0, 0, 1]),
             MacAddr([2, 0, 0, 0, 0, 2]),
-            "198.18.0.1".parse().unwrap(),
-            "198.18.0.2".parse().unwrap(),
-            26,
-            Ecn::Ect0,
+            IpRepr::v4(
+                "198.18.0.1".parse().unwrap(),
+                "198.18.0.2".parse().unwrap(),
+                26,
+                Ecn::Ect0,
+            ),
             0xC000,
             bth,
         );

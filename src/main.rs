@@ -236,7 +236,7 @@ fn run(cmd: Cmd) -> Result<bool> {
 /// over rounds (ratios are taken within a round, then the median).
 fn bench_wire(rounds: usize, iters: u32) -> Result<bool> {
     use ferroce::wire::opcode::Op;
-    use ferroce::wire::{icrc, BthRepr, Ecn, Frame, FrameRepr, MacAddr, Opcode, Psn};
+    use ferroce::wire::{icrc, BthRepr, Ecn, Frame, FrameRepr, IpRepr, MacAddr, Opcode, Psn};
     use std::hint::black_box;
     use std::time::Instant;
     if rounds == 0 || iters == 0 {
@@ -244,13 +244,10 @@ fn bench_wire(rounds: usize, iters: u32) -> Result<bool> {
     }
     let mut bth = BthRepr::new(Opcode::rc(Op::SendOnly), 0x12, Psn::new(1));
     bth.ack_req = true;
-    let repr = FrameRepr::roce_v4(
+    let repr = FrameRepr::roce(
         MacAddr([2, 0, 0, 0, 0, 1]),
         MacAddr([2, 0, 0, 0, 0, 2]),
-        "198.18.0.1".parse()?,
-        "198.18.0.2".parse()?,
-        26,
-        Ecn::Ect0,
+        IpRepr::v4("198.18.0.1".parse()?, "198.18.0.2".parse()?, 26, Ecn::Ect0),
         0xC000,
         bth,
     );

@@ -46,13 +46,10 @@ impl Probe {
     /// naming `src_qp`, the IP ID and PSN taken from `seq`.
     fn repr(&self, seq: u64) -> FrameRepr {
         let bth = BthRepr::new(Opcode::ud(Op::SendOnly), self.dest_qp, Psn::new(seq as u32));
-        let mut r = FrameRepr::roce_v4(
+        let mut r = FrameRepr::roce(
             MacAddr(self.src_mac),
             MacAddr(self.dst_mac),
-            self.src_ip,
-            self.dst_ip,
-            DSCP,
-            Ecn::Ect0,
+            IpRepr::v4(self.src_ip, self.dst_ip, DSCP, Ecn::Ect0),
             0xC000 | (self.src_qp as u16 & 0x3FFF),
             bth,
         );

@@ -25,7 +25,7 @@
 //! `(-len) & 3` with zero pad bytes; IPv4 total length and checksum; IPv6
 //! payload length; UDP length through the ICRC; the ICRC. The Repr's values
 //! are written as given, so a RoCE v2 sender sets DF, UDP checksum 0 and a
-//! per-QP source port (see [`FrameRepr::roce_v4`]).
+//! per-QP source port (see [`FrameRepr::roce`]).
 
 use super::bth::{self, Bth, BthRepr};
 use super::ethernet::{self, EthernetFrame, EthernetRepr, MacAddr};
@@ -41,7 +41,7 @@ use super::opcode::{HeaderSet, Opcode, OpcodeInfo};
 use super::psn::pad_count;
 use super::udp::{self, UdpPacket, UdpRepr, ROCE_UDP_PORT};
 use super::{Error, Result};
-use core::net::IpAddr;
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use core::ops::Range;
 
 /// The ICRC's length.
@@ -55,6 +55,35 @@ pub enum IpRepr {
 }
 
 impl IpRepr {
+    /// The IPv4 header of a RoCE v2 packet (A17 §17.3.1.1): DF set (CA17-7),
+    /// TTL 64, UDP, IP ID 0 (any value will do: never fragmented).
+    pub fn v4(src: Ipv4Addr, dst: Ipv4Addr, dscp: u8, ecn: Ecn) -> IpRepr {
+        IpRepr::V4(Ipv4Repr {
+            src,
+            dst,
+            dscp,
+            ecn,
+            ident: 0,
+            dont_frag: true,
+            ttl: 64,
+            protocol: ipv4::PROTO_UDP,
+        })
+    }
+
+    /// The IPv6 header of a RoCE v2 packet (A17 §17.3.1.2): hop limit 64,
+    /// next header UDP, the flow label of the QP's flow.
+    pub fn v6(src: Ipv6Addr, dst: Ipv6Addr, dscp: u8, ecn: Ecn, flow_label: u32) -> IpRepr {
+        IpRepr::V6(Ipv6Repr {
+            src,
+            dst,
+            dscp,
+            ecn,
+            flow_label,
+            hop_limit: 64,
+            next_header: ipv4::PROTO_UDP,
+        })
+    }
+
     pub fn header_len(&self) -> usize {
         match self {
             IpRepr::V4(_) => ipv4::HEADER_LEN,
@@ -533,17 +562,15 @@ fn opcode_info(op: Opcode) -> Result<&'static OpcodeInfo> {
 }
 
 impl FrameRepr {
-    /// A RoCE v2 frame over IPv4 as A17 wants it: DF set, UDP checksum 0,
-    /// destination port 4791, the QP's constant source port, TTL 64, no
-    /// VLAN, extension headers empty (fill `ext` to match the opcode).
-    #[allow(clippy::too_many_arguments)]
-    pub fn roce_v4(
+    /// A RoCE v2 frame as A17 wants it (reference B.1): UDP destination
+    /// port 4791 with checksum 0, the QP's constant source port (see
+    /// [`super::udp::kernel_source_port`]), no VLAN, extension headers empty
+    /// (fill `ext` to match the opcode). `ip` from [`IpRepr::v4`] or
+    /// [`IpRepr::v6`].
+    pub fn roce(
         src_mac: MacAddr,
         dst_mac: MacAddr,
-        src: core::net::Ipv4Addr,
-        dst: core::net::Ipv4Addr,
-        dscp: u8,
-        ecn: Ecn,
+        ip: IpRepr,
         src_port: u16,
         bth: BthRepr,
     ) -> FrameRepr {
@@ -552,18 +579,9 @@ impl FrameRepr {
                 dst: dst_mac,
                 src: src_mac,
                 vlan: None,
-                ethertype: ethernet::ETHERTYPE_IPV4,
+                ethertype: ip.ethertype(),
             },
-            ip: IpRepr::V4(Ipv4Repr {
-                src,
-                dst,
-                dscp,
-                ecn,
-                ident: 0,
-                dont_frag: true,
-                ttl: 64,
-                protocol: ipv4::PROTO_UDP,
-            }),
+            ip,
             udp: UdpRepr::roce(src_port),
             bth,
             ext: ExtHeaders::default(),
@@ -666,13 +684,15 @@ mod tests {
     fn base(op: Opcode) -> FrameRepr {
         let mut b = BthRepr::new(op, 0x12, Psn::new(0xABCDEF));
         b.ack_req = true;
-        FrameRepr::roce_v4(
+        FrameRepr::roce(
             MacAddr([2, 0, 0, 0, 0, 1]),
             MacAddr([2, 0, 0, 0, 0, 2]),
-            "198.18.0.1".parse().unwrap(),
-            "198.18.0.2".parse().unwrap(),
-            26,
-            Ecn::Ect0,
+            IpRepr::v4(
+                "198.18.0.1".parse().unwrap(),
+                "198.18.0.2".parse().unwrap(),
+                26,
+                Ecn::Ect0,
+            ),
             0xC001,
             b,
         )

@@ -85,13 +85,15 @@ pub fn payload(len: usize) -> Vec<u8> {
 pub fn repr_v4(info: &OpcodeInfo) -> FrameRepr {
     let mut bth = BthRepr::new(info.opcode, 0x000012, Psn::new(0x00AB_CDEF));
     bth.ack_req = info.is_request() && info.ends_message();
-    let mut r = FrameRepr::roce_v4(
+    let mut r = FrameRepr::roce(
         MAC_A,
         MAC_B,
-        "198.18.0.1".parse().unwrap(),
-        "198.18.0.2".parse().unwrap(),
-        26,
-        Ecn::Ect0,
+        IpRepr::v4(
+            "198.18.0.1".parse().unwrap(),
+            "198.18.0.2".parse().unwrap(),
+            26,
+            Ecn::Ect0,
+        ),
         0xC0DE,
         bth,
     );
