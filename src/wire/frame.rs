@@ -336,24 +336,8 @@ fn check_ipv4(frame: &[u8], l3: usize) -> Result<(usize, usize)> {
         Some(_) => return Err(Error::NotRoce),
         None => return Err(Error::Truncated),
     }
-    if ihl != ipv4::HEADER_LEN {
-        return Err(Error::Ipv4Options);
-    }
-    if frag & 0x2000 != 0 {
-        return Err(Error::Fragmented);
-    }
+    Ipv4Repr::check(&Ipv4Packet::new_unchecked(&h[..]))?;
     let total = be16(h, 2) as usize;
-    if total < ipv4::HEADER_LEN {
-        return Err(Error::BadLength);
-    }
-    let mut sum = 0u32;
-    for i in 0..10 {
-        sum += be16(h, 2 * i) as u32;
-    }
-    let sum = (sum & 0xFFFF) + (sum >> 16);
-    if (sum & 0xFFFF) + (sum >> 16) != 0xFFFF {
-        return Err(Error::Ipv4Checksum);
-    }
     if l3 + total > frame.len() {
         return Err(Error::Truncated);
     }
