@@ -12,7 +12,7 @@
 //! "roce frames" in the totals counts RoCE and malformed frames together:
 //! `roce = icrc ok + icrc bad + malformed`.
 
-use crate::wire::ext::AckSyndrome;
+use crate::wire::ext::{AckSyndrome, AtomicEthRepr, DethRepr, FethRepr, RethRepr};
 use crate::wire::{Error, Frame};
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -42,14 +42,6 @@ impl Totals {
     }
 }
 
-/// RETH fields.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct RethLine {
-    pub va: u64,
-    pub rkey: u32,
-    pub dma_len: u32,
-}
-
 /// AETH fields.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct AethLine {
@@ -63,29 +55,6 @@ pub struct AethLine {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nak: Option<&'static str>,
     pub msn: u32,
-}
-
-/// AtomicETH fields.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct AtomicLine {
-    pub va: u64,
-    pub rkey: u32,
-    pub swap_add: u64,
-    pub compare: u64,
-}
-
-/// DETH fields.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct DethLine {
-    pub qkey: u32,
-    pub src_qp: u32,
-}
-
-/// FETH fields.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct FethLine {
-    pub selectivity: u8,
-    pub placement: u8,
 }
 
 /// One RoCE frame's fields, as printed.
@@ -108,16 +77,16 @@ pub struct RoceLine {
     pub ecn: &'static str,
     pub ttl: u8,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub deth: Option<DethLine>,
+    pub deth: Option<DethRepr>,
     /// XRCETH: the XRC SRQ number.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub xrc_srq: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub feth: Option<FethLine>,
+    pub feth: Option<FethRepr>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub reth: Option<RethLine>,
+    pub reth: Option<RethRepr>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub atomic: Option<AtomicLine>,
+    pub atomic: Option<AtomicEthRepr>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub aeth: Option<AethLine>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -344,26 +313,11 @@ fn roce_line(f: &Frame<'_>) -> RoceLine {
         dscp: r.ip.dscp(),
         ecn: r.ip.ecn().name(),
         ttl: r.ip.ttl(),
-        deth: e.deth.map(|d| DethLine {
-            qkey: d.qkey,
-            src_qp: d.src_qp,
-        }),
+        deth: e.deth,
         xrc_srq: e.xrceth,
-        feth: e.feth.map(|x| FethLine {
-            selectivity: x.selectivity,
-            placement: x.placement,
-        }),
-        reth: e.reth.map(|x| RethLine {
-            va: x.va,
-            rkey: x.rkey,
-            dma_len: x.dma_len,
-        }),
-        atomic: e.atomic.map(|a| AtomicLine {
-            va: a.va,
-            rkey: a.rkey,
-            swap_add: a.swap_add,
-            compare: a.compare,
-        }),
+        feth: e.feth,
+        reth: e.reth,
+        atomic: e.atomic,
         aeth: e.aeth.map(|a| {
             let (kind, value, nak) = match a.syndrome {
                 AckSyndrome::Ack { credit } => ("ack", credit, None),

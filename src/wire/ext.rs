@@ -265,7 +265,7 @@ pub fn rnr_timer_ns(code: u8) -> u64 {
 }
 
 /// RETH as plain values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 pub struct RethRepr {
     pub va: u64,
     pub rkey: u32,
@@ -313,7 +313,7 @@ impl AethRepr {
 }
 
 /// AtomicETH as plain values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 pub struct AtomicEthRepr {
     pub va: u64,
     pub rkey: u32,
@@ -339,7 +339,7 @@ impl AtomicEthRepr {
 }
 
 /// DETH as plain values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 pub struct DethRepr {
     pub qkey: u32,
     /// 24 bits.
@@ -365,7 +365,7 @@ impl DethRepr {
 }
 
 /// FETH as plain values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 pub struct FethRepr {
     pub selectivity: u8,
     pub placement: u8,
