@@ -3,14 +3,15 @@
 //! frames in and out without a heap allocation per burst.
 //!
 //! A backend is one (port, queue) pair: a DPDK port queue (`crate::dpdk`), an
-//! in-process loopback ([`loopback`]), and later the simulator and the kernel
-//! UDP socket. Frames are owned buffers: a received frame is the caller's
-//! until it drops it (DPDK: back to the mempool) or hands it back to
-//! `tx_burst` (zero-copy forwarding).
+//! in-process loopback ([`loopback`]), a host of the deterministic network
+//! simulator ([`sim`]), and later the kernel UDP socket. Frames are owned
+//! buffers: a received frame is the caller's until it drops it (DPDK: back
+//! to the mempool) or hands it back to `tx_burst` (zero-copy forwarding).
 
 #![deny(unsafe_code)]
 
 pub mod loopback;
+pub mod sim;
 
 /// Frames per burst: DPDK's customary 32.
 pub const BURST: usize = 32;

@@ -1,0 +1,917 @@
+//! A deterministic network simulator: hosts, full-duplex links and
+//! store-and-forward switches in virtual time (nanoseconds), with seeded
+//! faults. Each host is a [`Backend`] ([`SimPort`]), so the code that runs
+//! over a DPDK port runs here unchanged.
+//!
+//! This module owns the topology (hosts, switches, links), the virtual
+//! clock, the event calendar, the one seeded [`Rng`], the fault model, the
+//! per-link and per-host counters, and an optional pcap capture per host.
+//! It knows frames only as Ethernet bytes: nothing here parses IP or RoCE.
+//!
+//! # Call order
+//!
+//! 1. Build: [`Fabric::new`] with a seed, [`Fabric::add_host`],
+//!    [`Fabric::add_switch`], [`Fabric::connect`] (host to host) or
+//!    [`Fabric::connect_to_switch`].
+//! 2. Transmit at [`Fabric::now`]: `fabric.port(h).tx_burst(..)` queues
+//!    frames on the host's link.
+//! 3. Advance: [`Fabric::advance_to`]`(t)` processes every event up to and
+//!    including `t` and sets the clock to `t`. A driver usually picks
+//!    `t` = the earlier of [`Fabric::next_event`] and its endpoints' own
+//!    timers.
+//! 4. Receive: `fabric.port(h).rx_burst(..)` returns the frames that have
+//!    arrived at `h` by now. Go to 2.
+//!
+//! ```
+//! use ferroce::backend::sim::{Fabric, LinkConfig};
+//! use ferroce::backend::{Backend, Burst, FrameBuf};
+//! use ferroce::time::Instant;
+//! use ferroce::wire::MacAddr;
+//!
+//! let mut fabric = Fabric::new(1);
+//! let a = fabric.add_host(MacAddr([2, 0, 0, 0, 0, 1]));
+//! let b = fabric.add_host(MacAddr([2, 0, 0, 0, 0, 2]));
+//! fabric.connect(a, b, LinkConfig::default()).unwrap();
+//!
+//! let mut port = fabric.port(a);
+//! let mut frame = port.alloc().unwrap();
+//! frame.append(64).unwrap().fill(0xab);
+//! let mut burst = Burst::new();
+//! burst.push(frame);
+//! assert_eq!(port.tx_burst(&mut burst), 1);
+//!
+//! // 64 bytes at 100 Gb/s take 6 ns (5.12, rounded up), then 1 µs of delay.
+//! assert_eq!(fabric.next_event(), Some(Instant::from_nanos(6)));
+//! fabric.advance_to(Instant::from_nanos(1_006));
+//! let mut rx = Burst::new();
+//! assert_eq!(fabric.port(b).rx_burst(&mut rx), 1);
+//! ```
+//!
+//! # Timing
+//!
+//! Each direction of a link has an [`EgressQueue`] and serialises one frame
+//! at a time: a frame queued at `now` finishes serialising ("departs") at
+//! `max(now, end of the frame before it) + bytes * 8 / rate` (whole
+//! nanoseconds, rounded up; [`serialization_time`]), and arrives
+//! [`LinkConfig::delay`] after it departs. The frame length is the buffer's
+//! length: no preamble, inter-frame gap or FCS is added. A switch is
+//! store-and-forward with no processing delay: a frame that has fully
+//! arrived is queued at once on the egress link towards its destination,
+//! which serialises it again at its own rate.
+//!
+//! # Faults
+//!
+//! Decided when a frame departs, with the fabric's one [`Rng`], in this
+//! order (a probability of 0 draws nothing):
+//!
+//! 1. **loss** ([`LinkConfig::loss`]): the frame vanishes (it has still
+//!    used the wire's time); nothing more is drawn for it;
+//! 2. **corruption**: one bit at a random offset >= 14 (beyond the Ethernet
+//!    header, so a switch still forwards it) is flipped; a frame of 14 bytes
+//!    or fewer is left alone;
+//! 3. **duplication**: a copy (with the same corruption) arrives at the same
+//!    instant, right after the original;
+//! 4. **reordering**: the frame (and its copy) arrive later by a uniform
+//!    extra delay in (0, [`LinkConfig::reorder_delay`]], so frames sent after
+//!    it may overtake it.
+//!
+//! A queue with [`LinkConfig::queue_bytes`] refuses (drop-tail) a frame that
+//! would take the bytes waiting, the frame on the wire included, past the
+//! limit. [`SimPort::tx_burst`] always takes every frame: one tail-dropped at
+//! the host's own link counts as sent by the host and dropped by the
+//! network ([`LinkCounters::dropped_queue`]), as happens to a frame lost
+//! further on.
+//!
+//! # Topology
+//!
+//! A host has one port: it is connected once, to another host or to a
+//! switch, and a frame it sends with no link is dropped
+//! ([`HostCounters::dropped_no_link`]). Hosts are promiscuous (they receive
+//! every frame that reaches them) and their inbox is unbounded.
+//!
+//! A switch forwards by destination MAC through a table filled by
+//! [`Fabric::connect_to_switch`] (no learning): a frame for a known host
+//! goes to that host's port; a broadcast or multicast frame (group bit set)
+//! is flooded to every other port; an unknown unicast destination, or one
+//! on the port the frame came in by, is dropped
+//! ([`SwitchCounters::dropped_unknown`]), as is a frame shorter than an
+//! Ethernet header. Switches are not connected to each other yet (a star
+//! per switch).
+//!
+//! # Determinism
+//!
+//! Events sit in a binary heap keyed by (time, sequence number), so events
+//! at the same instant run in the order they were scheduled; all randomness
+//! comes from the one seeded generator, drawn in event order; nothing reads
+//! a real clock or iterates a hash map. The same seed, topology and calls
+//! give the same run, bit for bit.
+//!
+//! # Extension points
+//!
+//! ECN marking (RED on [`EgressQueue::bytes`]) belongs where a frame is
+//! queued or leaves its egress queue (`Fabric::enqueue`, `Fabric::tx_done`);
+//! PFC would pause the queue feeding a full ingress with
+//! [`Fabric::set_paused`] (implemented: a paused queue starts no new frame).
+//! Neither marking nor PFC frames are implemented.
+//!
+//! # Capture
+//!
+//! [`Fabric::capture`] records every frame a host sends (when it hands it to
+//! `tx_burst`, before any fault) and receives (when it arrives, after any
+//! corruption) into a classic pcap [`pcap::Writer`], stamped with the
+//! virtual time in nanoseconds since the epoch of the capture file.
+
+#![deny(unsafe_code)]
+
+use std::cmp::Reverse;
+use std::collections::binary_heap::PeekMut;
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::fmt;
+use std::io::Write;
+
+use crate::backend::loopback::VecBuf;
+use crate::backend::{Backend, Burst, FrameBuf};
+use crate::pcap::{self, PcapError};
+use crate::time::{Clock, Duration, Instant};
+use crate::wire::ethernet::HEADER_LEN as ETH_HEADER_LEN;
+use crate::wire::MacAddr;
+
+mod link;
+mod rng;
+#[cfg(test)]
+mod tests;
+
+pub use link::{serialization_time, EgressQueue, LinkConfig, LinkCounters};
+pub use rng::Rng;
+
+/// The capacity of the buffers [`SimPort::alloc`] hands out: a jumbo frame.
+pub const FRAME_CAPACITY: usize = 9216;
+
+/// A host of a [`Fabric`] (an index into it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct HostId(usize);
+
+/// A switch of a [`Fabric`] (an index into it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SwitchId(usize);
+
+/// One direction of a link (an index into the [`Fabric`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ChannelId(usize);
+
+impl HostId {
+    pub fn index(self) -> usize {
+        self.0
+    }
+}
+
+impl SwitchId {
+    pub fn index(self) -> usize {
+        self.0
+    }
+}
+
+impl ChannelId {
+    pub fn index(self) -> usize {
+        self.0
+    }
+}
+
+impl fmt::Display for HostId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "host {}", self.0)
+    }
+}
+
+impl fmt::Display for SwitchId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "switch {}", self.0)
+    }
+}
+
+impl fmt::Display for ChannelId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "channel {}", self.0)
+    }
+}
+
+/// The two directions of a full-duplex link. For a link made by
+/// [`Fabric::connect_to_switch`], `a` is the host and `b` the switch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Link {
+    pub a_to_b: ChannelId,
+    pub b_to_a: ChannelId,
+}
+
+/// Where a link direction starts or ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Endpoint {
+    Host(HostId),
+    /// A switch port (ports are numbered from 0 in connection order).
+    Switch {
+        switch: SwitchId,
+        port: usize,
+    },
+}
+
+/// Why a fabric cannot be built as asked.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SimError {
+    #[error("link config: {field} must be a probability in [0, 1], got {value}")]
+    InvalidProbability { field: &'static str, value: f64 },
+    #[error("link config: reorder > 0 needs a reorder_delay above zero")]
+    ReorderWithoutDelay,
+    #[error("{0} is not in this fabric")]
+    UnknownHost(HostId),
+    #[error("{0} is not in this fabric")]
+    UnknownSwitch(SwitchId),
+    #[error("{0} is not in this fabric")]
+    UnknownChannel(ChannelId),
+    #[error("{0} is already connected (a host has one port)")]
+    AlreadyConnected(HostId),
+    #[error("cannot connect {0} to itself")]
+    SelfLoop(HostId),
+    #[error("{switch} already has a host with MAC {mac}")]
+    DuplicateMac { switch: SwitchId, mac: MacAddr },
+}
+
+/// What a host sent and received.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct HostCounters {
+    /// Frames handed to `tx_burst` (all are taken).
+    pub tx_frames: u64,
+    pub tx_bytes: u64,
+    /// Frames that arrived in the host's inbox.
+    pub rx_frames: u64,
+    pub rx_bytes: u64,
+    /// Frames sent while the host had no link.
+    pub dropped_no_link: u64,
+}
+
+impl fmt::Display for HostCounters {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "tx {} frames {} B, rx {} frames {} B, dropped without a link {}",
+            self.tx_frames, self.tx_bytes, self.rx_frames, self.rx_bytes, self.dropped_no_link
+        )
+    }
+}
+
+/// What a switch did with the frames it received.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SwitchCounters {
+    /// Unicast frames queued on their destination's port.
+    pub forwarded: u64,
+    /// Broadcast or multicast frames copied to every other port (each
+    /// counts once).
+    pub flooded: u64,
+    /// Unicast frames for no known host, or for the port they came in by.
+    pub dropped_unknown: u64,
+    /// Frames shorter than an Ethernet header.
+    pub dropped_runt: u64,
+}
+
+impl fmt::Display for SwitchCounters {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "forwarded {}, flooded {}, dropped unknown {}, dropped runt {}",
+            self.forwarded, self.flooded, self.dropped_unknown, self.dropped_runt
+        )
+    }
+}
+
+/// A capture file behind a trait object, whatever it writes to.
+trait CaptureSink {
+    fn put(&mut self, ts_ns: u64, data: &[u8]) -> Result<(), PcapError>;
+    fn finish(&mut self) -> Result<(), PcapError>;
+    fn count(&self) -> u64;
+}
+
+impl<W: Write> CaptureSink for pcap::Writer<W> {
+    fn put(&mut self, ts_ns: u64, data: &[u8]) -> Result<(), PcapError> {
+        self.write(ts_ns, data)
+    }
+    fn finish(&mut self) -> Result<(), PcapError> {
+        self.flush()
+    }
+    fn count(&self) -> u64 {
+        self.records()
+    }
+}
+
+/// A host's capture: the file, and the first error writing it (after
+/// which nothing more is written).
+struct Capture {
+    sink: Box<dyn CaptureSink>,
+    error: Option<PcapError>,
+}
+
+impl Capture {
+    fn record(&mut self, now: Instant, data: &[u8]) {
+        if self.error.is_none() {
+            if let Err(e) = self.sink.put(now.as_nanos(), data) {
+                self.error = Some(e);
+            }
+        }
+    }
+}
+
+impl fmt::Debug for Capture {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Capture")
+            .field("records", &self.sink.count())
+            .field("error", &self.error)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Debug)]
+struct Host {
+    mac: MacAddr,
+    /// The host's outgoing link direction, once connected.
+    egress: Option<ChannelId>,
+    inbox: VecDeque<VecBuf>,
+    counters: HostCounters,
+    capture: Option<Capture>,
+}
+
+#[derive(Debug)]
+struct SwitchPort {
+    host: HostId,
+    /// From the host into this port.
+    ingress: ChannelId,
+    /// From this port to the host.
+    egress: ChannelId,
+}
+
+#[derive(Debug, Default)]
+struct Switch {
+    ports: Vec<SwitchPort>,
+    /// Destination MAC -> port.
+    fdb: BTreeMap<MacAddr, usize>,
+    counters: SwitchCounters,
+}
+
+/// One direction of a link.
+#[derive(Debug)]
+struct Channel {
+    cfg: LinkConfig,
+    from: Endpoint,
+    to: Endpoint,
+    queue: EgressQueue,
+    counters: LinkCounters,
+}
+
+#[derive(Debug)]
+enum EventKind {
+    /// The head frame of the channel's queue has been serialised.
+    TxDone(ChannelId),
+    /// A frame reaches the far end of the channel.
+    Arrive(ChannelId, VecBuf),
+}
+
+#[derive(Debug)]
+struct Event {
+    at: Instant,
+    /// Unique and increasing: orders events at the same instant FIFO.
+    seq: u64,
+    kind: EventKind,
+}
+
+impl PartialEq for Event {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+
+impl Eq for Event {}
+
+impl PartialOrd for Event {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Event {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.at, self.seq).cmp(&(other.at, other.seq))
+    }
+}
+
+/// The pending events, earliest (then first scheduled) first.
+#[derive(Debug, Default)]
+struct Calendar {
+    heap: BinaryHeap<Reverse<Event>>,
+    next_seq: u64,
+}
+
+impl Calendar {
+    fn push(&mut self, at: Instant, kind: EventKind) {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.heap.push(Reverse(Event { at, seq, kind }));
+    }
+
+    fn peek_time(&self) -> Option<Instant> {
+        self.heap.peek().map(|Reverse(e)| e.at)
+    }
+
+    /// The earliest event if it is due by `t`.
+    fn pop_due(&mut self, t: Instant) -> Option<Event> {
+        let top = self.heap.peek_mut()?;
+        if top.0.at > t {
+            return None;
+        }
+        Some(PeekMut::pop(top).0)
+    }
+}
+
+/// The simulated network: its topology, virtual clock, pending events and
+/// random generator. See the module docs for the call order.
+///
+/// Methods that build or change the fabric return [`SimError`] for an id
+/// that is not in it; the accessors and [`Fabric::port`] panic on one, as
+/// slice indexing does.
+#[derive(Debug)]
+pub struct Fabric {
+    now: Instant,
+    rng: Rng,
+    events: Calendar,
+    hosts: Vec<Host>,
+    switches: Vec<Switch>,
+    channels: Vec<Channel>,
+}
+
+impl Fabric {
+    /// An empty fabric at time zero whose faults all follow from `seed`.
+    pub fn new(seed: u64) -> Self {
+        Fabric {
+            now: Instant::ZERO,
+            rng: Rng::new(seed),
+            events: Calendar::default(),
+            hosts: Vec::new(),
+            switches: Vec::new(),
+            channels: Vec::new(),
+        }
+    }
+
+    /// The virtual time.
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+
+    /// A new, unconnected host with this MAC address.
+    pub fn add_host(&mut self, mac: MacAddr) -> HostId {
+        self.hosts.push(Host {
+            mac,
+            egress: None,
+            inbox: VecDeque::new(),
+            counters: HostCounters::default(),
+            capture: None,
+        });
+        HostId(self.hosts.len() - 1)
+    }
+
+    /// A new switch with no ports.
+    pub fn add_switch(&mut self) -> SwitchId {
+        self.switches.push(Switch::default());
+        SwitchId(self.switches.len() - 1)
+    }
+
+    /// Connects two hosts back to back; each direction gets a copy of `cfg`.
+    pub fn connect(&mut self, a: HostId, b: HostId, cfg: LinkConfig) -> Result<Link, SimError> {
+        cfg.check()?;
+        self.unconnected_host(a)?;
+        self.unconnected_host(b)?;
+        if a == b {
+            return Err(SimError::SelfLoop(a));
+        }
+        let link = self.add_link(Endpoint::Host(a), Endpoint::Host(b), cfg);
+        self.hosts[a.0].egress = Some(link.a_to_b);
+        self.hosts[b.0].egress = Some(link.b_to_a);
+        Ok(link)
+    }
+
+    /// Connects a host to a new port of a switch, which from then on
+    /// forwards frames for the host's MAC to that port. Both directions
+    /// (`a_to_b`: host to switch) get a copy of `cfg`.
+    pub fn connect_to_switch(
+        &mut self,
+        host: HostId,
+        switch: SwitchId,
+        cfg: LinkConfig,
+    ) -> Result<Link, SimError> {
+        cfg.check()?;
+        self.unconnected_host(host)?;
+        let sw = self
+            .switches
+            .get(switch.0)
+            .ok_or(SimError::UnknownSwitch(switch))?;
+        let mac = self.hosts[host.0].mac;
+        if sw.fdb.contains_key(&mac) {
+            return Err(SimError::DuplicateMac { switch, mac });
+        }
+        let port = sw.ports.len();
+        let link = self.add_link(Endpoint::Host(host), Endpoint::Switch { switch, port }, cfg);
+        let sw = &mut self.switches[switch.0];
+        sw.ports.push(SwitchPort {
+            host,
+            ingress: link.a_to_b,
+            egress: link.b_to_a,
+        });
+        sw.fdb.insert(mac, port);
+        self.hosts[host.0].egress = Some(link.a_to_b);
+        Ok(link)
+    }
+
+    fn unconnected_host(&self, h: HostId) -> Result<(), SimError> {
+        match self.hosts.get(h.0) {
+            None => Err(SimError::UnknownHost(h)),
+            Some(host) if host.egress.is_some() => Err(SimError::AlreadyConnected(h)),
+            Some(_) => Ok(()),
+        }
+    }
+
+    fn add_link(&mut self, a: Endpoint, b: Endpoint, cfg: LinkConfig) -> Link {
+        let mut channel = |from, to| {
+            self.channels.push(Channel {
+                cfg,
+                from,
+                to,
+                queue: EgressQueue::default(),
+                counters: LinkCounters::default(),
+            });
+            ChannelId(self.channels.len() - 1)
+        };
+        let a_to_b = channel(a, b);
+        let b_to_a = channel(b, a);
+        Link { a_to_b, b_to_a }
+    }
+
+    /// When the earliest pending event is due, if any.
+    pub fn next_event(&self) -> Option<Instant> {
+        self.events.peek_time()
+    }
+
+    /// Processes every event due by `t` (included), in time order, then sets
+    /// the clock to `t`. Frames that arrive at a host wait in its inbox for
+    /// `rx_burst`; frames that arrive at a switch are queued on their egress
+    /// links. The clock never goes back: a `t` before [`Fabric::now`] does
+    /// nothing.
+    pub fn advance_to(&mut self, t: Instant) {
+        while let Some(ev) = self.events.pop_due(t) {
+            self.now = self.now.max(ev.at);
+            match ev.kind {
+                EventKind::TxDone(ch) => self.tx_done(ch),
+                EventKind::Arrive(ch, frame) => self.arrive(ch, frame),
+            }
+        }
+        self.now = self.now.max(t);
+    }
+
+    /// [`Fabric::advance_to`] `now + d`.
+    pub fn advance_by(&mut self, d: Duration) {
+        self.advance_to(self.now + d);
+    }
+
+    /// Processes events until none is pending and returns the time then
+    /// (that of the last event, or `now` if there was none). Endpoints do
+    /// not run meanwhile, so this drains what is in flight.
+    pub fn run_until_idle(&mut self) -> Instant {
+        while let Some(t) = self.next_event() {
+            self.advance_to(t);
+        }
+        self.now
+    }
+
+    /// The host as a [`Backend`]; it sends at [`Fabric::now`].
+    ///
+    /// # Panics
+    ///
+    /// If `host` is not in this fabric.
+    pub fn port(&mut self, host: HostId) -> SimPort<'_> {
+        assert!(host.0 < self.hosts.len(), "{host} is not in this fabric");
+        SimPort { fabric: self, host }
+    }
+
+    /// The host's MAC address.
+    pub fn mac(&self, host: HostId) -> MacAddr {
+        self.hosts[host.0].mac
+    }
+
+    /// The host's outgoing link direction, if it is connected.
+    pub fn host_link(&self, host: HostId) -> Option<ChannelId> {
+        self.hosts[host.0].egress
+    }
+
+    /// Frames waiting in the host's inbox.
+    pub fn inbox_len(&self, host: HostId) -> usize {
+        self.hosts[host.0].inbox.len()
+    }
+
+    pub fn host_counters(&self, host: HostId) -> &HostCounters {
+        &self.hosts[host.0].counters
+    }
+
+    pub fn switch_counters(&self, switch: SwitchId) -> &SwitchCounters {
+        &self.switches[switch.0].counters
+    }
+
+    pub fn link_counters(&self, ch: ChannelId) -> &LinkCounters {
+        &self.channels[ch.0].counters
+    }
+
+    pub fn link_config(&self, ch: ChannelId) -> &LinkConfig {
+        &self.channels[ch.0].cfg
+    }
+
+    /// Where the link direction starts and ends.
+    pub fn channel_ends(&self, ch: ChannelId) -> (Endpoint, Endpoint) {
+        let c = &self.channels[ch.0];
+        (c.from, c.to)
+    }
+
+    /// The link direction's egress queue.
+    pub fn egress_queue(&self, ch: ChannelId) -> &EgressQueue {
+        &self.channels[ch.0].queue
+    }
+
+    /// The link directions of every port of a switch, in port order:
+    /// (host, host to switch, switch to host).
+    pub fn switch_ports(
+        &self,
+        switch: SwitchId,
+    ) -> impl Iterator<Item = (HostId, ChannelId, ChannelId)> + '_ {
+        self.switches[switch.0]
+            .ports
+            .iter()
+            .map(|p| (p.host, p.ingress, p.egress))
+    }
+
+    /// Replaces one direction's configuration. The new rate applies from
+    /// the next frame to start serialising, the faults from the next frame
+    /// to depart, the queue limit from the next frame queued.
+    pub fn set_link_config(&mut self, ch: ChannelId, cfg: LinkConfig) -> Result<(), SimError> {
+        cfg.check()?;
+        let c = self
+            .channels
+            .get_mut(ch.0)
+            .ok_or(SimError::UnknownChannel(ch))?;
+        c.cfg = cfg;
+        Ok(())
+    }
+
+    /// Pauses or resumes a link direction's egress queue (the mechanism PFC
+    /// would drive). A paused queue keeps accepting frames but starts
+    /// serialising none; the frame on the wire finishes.
+    pub fn set_paused(&mut self, ch: ChannelId, paused: bool) -> Result<(), SimError> {
+        let c = self
+            .channels
+            .get_mut(ch.0)
+            .ok_or(SimError::UnknownChannel(ch))?;
+        c.queue.set_paused(paused);
+        if !paused {
+            self.start_next(ch);
+        }
+        Ok(())
+    }
+
+    /// Records every frame the host sends and receives from now on into
+    /// `writer` (replacing, and dropping unflushed, any earlier capture of
+    /// this host). See the module docs.
+    pub fn capture<W: Write + 'static>(
+        &mut self,
+        host: HostId,
+        writer: pcap::Writer<W>,
+    ) -> Result<(), SimError> {
+        let h = self
+            .hosts
+            .get_mut(host.0)
+            .ok_or(SimError::UnknownHost(host))?;
+        h.capture = Some(Capture {
+            sink: Box::new(writer),
+            error: None,
+        });
+        Ok(())
+    }
+
+    /// Stops the host's capture and flushes it. Returns the records
+    /// written (0 without a capture), or the first error met writing them
+    /// (after which the capture had stopped recording).
+    pub fn end_capture(&mut self, host: HostId) -> Result<u64, PcapError> {
+        let Some(mut cap) = self.hosts[host.0].capture.take() else {
+            return Ok(0);
+        };
+        if let Some(e) = cap.error.take() {
+            return Err(e);
+        }
+        cap.sink.finish()?;
+        Ok(cap.sink.count())
+    }
+
+    /// A host hands a frame to its link at `now`.
+    fn send(&mut self, host: HostId, frame: VecBuf) {
+        let now = self.now;
+        let h = &mut self.hosts[host.0];
+        h.counters.tx_frames += 1;
+        h.counters.tx_bytes += frame.len() as u64;
+        if let Some(cap) = &mut h.capture {
+            cap.record(now, frame.data());
+        }
+        match h.egress {
+            Some(ch) => self.enqueue(ch, frame),
+            None => h.counters.dropped_no_link += 1,
+        }
+    }
+
+    /// Queues a frame on a link direction at `now` (or drops it at the
+    /// tail) and starts serialising it if the link is idle.
+    fn enqueue(&mut self, ch: ChannelId, frame: VecBuf) {
+        let c = &mut self.channels[ch.0];
+        if let Some(cap) = c.cfg.queue_bytes {
+            if c.queue.bytes() + frame.len() > cap {
+                c.counters.dropped_queue += 1;
+                return;
+            }
+        }
+        // ECN hook: a RED marker would compare `c.queue.bytes()` with its
+        // thresholds here and set CE in the frame's IP header.
+        c.queue.push(frame);
+        let q = c.queue.bytes() as u64;
+        c.counters.max_queue_bytes = c.counters.max_queue_bytes.max(q);
+        self.start_next(ch);
+    }
+
+    /// Starts serialising the head frame if the link is idle and not
+    /// paused.
+    fn start_next(&mut self, ch: ChannelId) {
+        let c = &mut self.channels[ch.0];
+        if c.queue.is_busy() || c.queue.is_paused() {
+            return;
+        }
+        let Some(len) = c.queue.head_len() else {
+            return;
+        };
+        c.queue.set_busy(true);
+        let done = self.now + serialization_time(len, c.cfg.rate_bps);
+        self.events.push(done, EventKind::TxDone(ch));
+    }
+
+    /// The head frame has left: decide its faults, schedule its arrival,
+    /// start the next one.
+    fn tx_done(&mut self, ch: ChannelId) {
+        let c = &mut self.channels[ch.0];
+        c.queue.set_busy(false);
+        // Dequeue-side ECN marking would go here.
+        if let Some(mut frame) = c.queue.pop() {
+            let cfg = c.cfg;
+            let n = &mut c.counters;
+            n.tx_frames += 1;
+            n.tx_bytes += frame.len() as u64;
+            let rng = &mut self.rng;
+            if rng.chance(cfg.loss) {
+                n.dropped_loss += 1;
+            } else {
+                if rng.chance(cfg.corrupt) && frame.len() > ETH_HEADER_LEN {
+                    let span = (frame.len() - ETH_HEADER_LEN) as u64;
+                    let at = ETH_HEADER_LEN + rng.below(span) as usize;
+                    let bit = rng.below(8);
+                    frame.data_mut()[at] ^= 1 << bit;
+                    n.corrupted += 1;
+                }
+                let dup = rng.chance(cfg.dup);
+                let mut arrival = self.now + cfg.delay;
+                if rng.chance(cfg.reorder) {
+                    let extra = 1 + rng.below(cfg.reorder_delay.as_nanos());
+                    arrival += Duration::from_nanos(extra);
+                    n.reordered += 1;
+                }
+                if dup {
+                    n.duplicated += 1;
+                    let copy = frame.clone();
+                    self.events.push(arrival, EventKind::Arrive(ch, frame));
+                    self.events.push(arrival, EventKind::Arrive(ch, copy));
+                } else {
+                    self.events.push(arrival, EventKind::Arrive(ch, frame));
+                }
+            }
+        }
+        self.start_next(ch);
+    }
+
+    /// A frame reaches the far end of a link direction.
+    fn arrive(&mut self, ch: ChannelId, frame: VecBuf) {
+        let c = &mut self.channels[ch.0];
+        c.counters.rx_frames += 1;
+        c.counters.rx_bytes += frame.len() as u64;
+        match c.to {
+            Endpoint::Host(h) => self.deliver(h, frame),
+            Endpoint::Switch { switch, port } => self.forward(switch, port, frame),
+        }
+    }
+
+    fn deliver(&mut self, host: HostId, frame: VecBuf) {
+        let now = self.now;
+        let h = &mut self.hosts[host.0];
+        h.counters.rx_frames += 1;
+        h.counters.rx_bytes += frame.len() as u64;
+        if let Some(cap) = &mut h.capture {
+            cap.record(now, frame.data());
+        }
+        h.inbox.push_back(frame);
+    }
+
+    fn forward(&mut self, switch: SwitchId, in_port: usize, frame: VecBuf) {
+        let sw = &mut self.switches[switch.0];
+        if frame.len() < ETH_HEADER_LEN {
+            sw.counters.dropped_runt += 1;
+            return;
+        }
+        let mut dst = [0u8; 6];
+        dst.copy_from_slice(&frame.data()[..6]);
+        if dst[0] & 1 != 0 {
+            sw.counters.flooded += 1;
+            for port in 0..self.switches[switch.0].ports.len() {
+                if port != in_port {
+                    let egress = self.switches[switch.0].ports[port].egress;
+                    self.enqueue(egress, frame.clone());
+                }
+            }
+            return;
+        }
+        match sw.fdb.get(&MacAddr(dst)) {
+            Some(&port) if port != in_port => {
+                sw.counters.forwarded += 1;
+                let egress = sw.ports[port].egress;
+                self.enqueue(egress, frame);
+            }
+            _ => sw.counters.dropped_unknown += 1,
+        }
+    }
+}
+
+impl Clock for Fabric {
+    fn now(&self) -> Instant {
+        self.now
+    }
+}
+
+/// One host of a [`Fabric`] as a [`Backend`]: it sends at the fabric's
+/// `now` and receives what has arrived by then.
+#[derive(Debug)]
+pub struct SimPort<'a> {
+    fabric: &'a mut Fabric,
+    host: HostId,
+}
+
+impl SimPort<'_> {
+    pub fn host(&self) -> HostId {
+        self.host
+    }
+
+    pub fn now(&self) -> Instant {
+        self.fabric.now
+    }
+}
+
+impl Clock for SimPort<'_> {
+    fn now(&self) -> Instant {
+        self.fabric.now
+    }
+}
+
+impl Backend for SimPort<'_> {
+    type Buf = VecBuf;
+
+    /// Pops frames that have arrived at the host, oldest first.
+    fn rx_burst(&mut self, out: &mut Burst<VecBuf>) -> usize {
+        let inbox = &mut self.fabric.hosts[self.host.0].inbox;
+        let mut n = 0;
+        while !out.is_full() {
+            let Some(f) = inbox.pop_front() else {
+                break;
+            };
+            out.push(f);
+            n += 1;
+        }
+        n
+    }
+
+    /// A buffer of [`FRAME_CAPACITY`] bytes; never `None`.
+    fn alloc(&mut self) -> Option<VecBuf> {
+        Some(VecBuf::with_capacity(FRAME_CAPACITY))
+    }
+
+    /// Takes every frame and returns how many: the network may still drop
+    /// them (tail-dropped at the host's own link, lost, no link); the
+    /// counters say which.
+    fn tx_burst(&mut self, frames: &mut Burst<VecBuf>) -> usize {
+        let n = frames.len();
+        for frame in frames.drain(..) {
+            self.fabric.send(self.host, frame);
+        }
+        n
+    }
+}
