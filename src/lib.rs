@@ -28,4 +28,5 @@ pub mod dpdk;
 pub mod engine;
 pub mod pcap;
 pub mod time;
+pub mod transport;
 pub mod wire;

@@ -1,0 +1,962 @@
+//! The reliable-connected (RC) transport, sans IO: a pure state machine
+//! that never reads a clock, never touches a device and never blocks. The
+//! same code runs over DPDK ports, in the simulator and in tests.
+//!
+//! A [`Device`] is one RoCE endpoint: its MAC and GIDs, protection domains
+//! and memory regions ([`mr`]), completion queues, and QPs. Each QP has a
+//! state and attributes ([`qp`]), a requester that turns send work requests
+//! into packets ([`requester`]), a completer that turns responses into
+//! completions and retries ([`completer`]) and a responder that executes
+//! requests and answers them ([`responder`]); [`counters`] says what each
+//! saw.
+//!
+//! # Driving a device
+//!
+//! The caller owns the clock and the wire. In any order, as often as it
+//! likes, with a `now` that never goes backward:
+//!
+//! 1. [`Device::handle`]`(now, frame)` for every frame received (bad
+//!    frames are counted and dropped, never a panic);
+//! 2. [`Device::poll_transmit`]`(now, buf)` until it returns `None`, sending
+//!    each frame it writes into `buf` (send them in that order);
+//! 3. [`Device::poll_timeout`] gives the next instant at which
+//!    [`Device::handle_timeout`]`(now)` must be called (local ACK timer, end
+//!    of an RNR wait); call it then, then poll transmit again;
+//! 4. [`Device::poll_cq`] and [`Device::poll_event`] for completions and
+//!    asynchronous events.
+//!
+//! The verbs (create / modify QP, post send / receive, register memory)
+//! can be called between any of these.
+
+#![deny(unsafe_code)]
+
+pub mod completer;
+pub mod counters;
+pub mod mr;
+pub mod path;
+pub mod qp;
+pub mod requester;
+pub mod responder;
+pub mod wr;
+
+pub use counters::{QpCounters, RxCounters};
+pub use mr::{Access, AccessError, Lkey, MrKeys, MrSpec, MrTable, PdId, Rkey};
+pub use qp::{AddressVector, AttrMask, Mtu, QpAttr, QpState};
+pub use requester::QpConfig;
+pub use wr::{Payload, RecvWr, SendOp, SendWr, Sge, Wc, WcOpcode, WcStatus};
+
+use crate::time::{Duration, Instant};
+use crate::wire::{self, Ecn, Frame, IpRepr, MacAddr, Psn, Transport};
+use completer::{Outcome, RxEnv};
+use core::net::IpAddr;
+use mr::KeyMap;
+use path::Path;
+use requester::{Requester, SendWqe, TxEnv, TxOutcome};
+use responder::{RecvWqe, RespEnv, Responder, Verdict};
+use std::collections::VecDeque;
+
+/// What a verb refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    #[error("no such QP")]
+    NoSuchQp,
+    #[error("no such completion queue")]
+    NoSuchCq,
+    #[error("no such protection domain")]
+    NoSuchPd,
+    #[error("QP number {0:#x} is in use or out of range")]
+    QpnUnavailable(u32),
+    #[error("invalid QP state transition {from:?} -> {to:?}")]
+    InvalidTransition { from: QpState, to: QpState },
+    #[error("attribute {0} is required by this transition")]
+    MissingAttr(&'static str),
+    #[error("attribute {0} is not allowed in this transition")]
+    UnexpectedAttr(&'static str),
+    #[error("invalid attribute: {0}")]
+    InvalidAttr(&'static str),
+    #[error("the QP's state does not allow this ({0:?})")]
+    WrongState(QpState),
+    #[error("the queue is full")]
+    QueueFull,
+    #[error("too many scatter/gather elements")]
+    TooManySge,
+    #[error("inline data longer than max_inline_data")]
+    InlineTooLong,
+    #[error("invalid argument: {0}")]
+    InvalidArgument(&'static str),
+}
+
+/// A completion queue's handle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CqId(pub u32);
+
+#[derive(Debug)]
+struct Cq {
+    q: VecDeque<Wc>,
+    cap: usize,
+}
+
+/// Where QPs put completions: the CQ, or the QP's backlog while the CQ is
+/// full (completions are never lost; they wait for `poll_cq`).
+pub(crate) struct Sink<'a> {
+    cqs: &'a mut [Cq],
+    backlog: &'a mut VecDeque<(CqId, Wc)>,
+}
+
+impl Sink<'_> {
+    pub fn push(&mut self, cq: CqId, wc: Wc) {
+        match self.cqs.get_mut(cq.0 as usize) {
+            Some(c) if self.backlog.is_empty() && c.q.len() < c.cap => c.q.push_back(wc),
+            _ => self.backlog.push_back((cq, wc)),
+        }
+    }
+    pub fn has_room(&self, cq: CqId) -> bool {
+        self.backlog.is_empty()
+            && self
+                .cqs
+                .get(cq.0 as usize)
+                .is_some_and(|c| c.q.len() < c.cap)
+    }
+}
+
+/// Asynchronous events (`ibv_event_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum Event {
+    /// The send queue of a QP in SQD has nothing outstanding
+    /// (`IBV_EVENT_SQ_DRAINED`).
+    SqDrained { qpn: u32 },
+    /// A QP went to ERR because of a protocol error; `status` is that of
+    /// the completion that reported it.
+    QpError { qpn: u32, status: WcStatus },
+}
+
+/// Sizes of a QP's queues and its number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QpCaps {
+    pub max_send_wr: u32,
+    pub max_recv_wr: u32,
+    pub max_send_sge: u32,
+    pub max_recv_sge: u32,
+    pub max_inline_data: u32,
+    /// Every send work request completes, signaled or not.
+    pub sq_sig_all: bool,
+    /// The QP number to use (e.g. to replay a capture); `None` picks one.
+    pub qpn: Option<u32>,
+    /// Transport tunables; `None` takes the device's.
+    pub config: Option<QpConfig>,
+}
+
+impl Default for QpCaps {
+    fn default() -> QpCaps {
+        QpCaps {
+            max_send_wr: 1024,
+            max_recv_wr: 1024,
+            max_send_sge: 16,
+            max_recv_sge: 16,
+            max_inline_data: 256,
+            sq_sig_all: false,
+            qpn: None,
+            config: None,
+        }
+    }
+}
+
+/// A device's identity and limits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceConfig {
+    pub mac: MacAddr,
+    /// The GID table: index -> address (IPv4 GIDs as IPv4 addresses).
+    pub gids: Vec<IpAddr>,
+    /// The P_Key table (default: the one full-member default P_Key).
+    pub pkeys: Vec<u16>,
+    /// Most READ / atomic requests outstanding per QP, either side.
+    pub max_qp_rd_atom: u8,
+    /// Default transport tunables of new QPs.
+    pub qp: QpConfig,
+}
+
+impl DeviceConfig {
+    pub fn new(mac: MacAddr, ip: IpAddr) -> DeviceConfig {
+        DeviceConfig {
+            mac,
+            gids: vec![ip.to_canonical()],
+            pkeys: vec![wire::bth::DEFAULT_PKEY],
+            max_qp_rd_atom: 16,
+            qp: QpConfig::default(),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Qp {
+    qpn: u32,
+    pd: PdId,
+    send_cq: CqId,
+    recv_cq: CqId,
+    state: QpState,
+    attr: QpAttr,
+    caps: QpCaps,
+    path: Option<Path>,
+    req: Requester,
+    resp: Responder,
+    counters: QpCounters,
+    backlog: VecDeque<(CqId, Wc)>,
+    /// In ERR after a protocol error: the queued NAK still goes out.
+    drain_out: bool,
+}
+
+/// The local ACK timeout of attribute `t` (IBTA §9.7.6.1.3: 4.096 µs x
+/// 2^t; 0 disables it).
+pub fn ack_timeout(t: u8) -> Option<Duration> {
+    (t != 0).then(|| Duration::from_nanos(4096u64 << t.min(31)))
+}
+
+/// P_Keys match if their low 15 bits do and one is a full member (IBTA
+/// §10.9.3).
+fn pkey_match(a: u16, b: u16) -> bool {
+    (a & 0x7FFF) == (b & 0x7FFF) && (a | b) & 0x8000 != 0
+}
+
+impl Qp {
+    fn mtu(&self) -> u32 {
+        self.attr.path_mtu.bytes()
+    }
+
+    fn flush(&mut self, cqs: &mut [Cq]) {
+        let mut sink = Sink {
+            cqs,
+            backlog: &mut self.backlog,
+        };
+        while let Some(w) = self.req.sq.pop_front() {
+            self.counters.req_cqe_flush_error += 1;
+            sink.push(
+                self.send_cq,
+                flushed(self.qpn, w.wr.wr_id, w.wr.op.wc_opcode(), w.len),
+            );
+        }
+        let partial = self.resp.take_partial_recv();
+        for w in partial.into_iter().chain(self.resp.rq.drain(..)) {
+            self.counters.resp_cqe_flush_error += 1;
+            sink.push(self.recv_cq, flushed(self.qpn, w.wr_id, WcOpcode::Recv, 0));
+        }
+        self.req.next = 0;
+        self.req.next_pkt = 0;
+        self.req.timer = None;
+        self.req.rnr_until = None;
+        self.req.stopped = true;
+        self.req.rd_atomic_outstanding = 0;
+    }
+}
+
+fn flushed(qpn: u32, wr_id: u64, opcode: WcOpcode, len: u32) -> Wc {
+    Wc {
+        wr_id,
+        status: WcStatus::WrFlushErr,
+        opcode,
+        qp_num: qpn,
+        byte_len: len,
+        imm_data: None,
+        invalidated_rkey: None,
+    }
+}
+
+/// One RoCE v2 endpoint running the RC transport.
+#[derive(Debug)]
+pub struct Device {
+    cfg: DeviceConfig,
+    mrs: MrTable,
+    cqs: Vec<Cq>,
+    qps: KeyMap<Qp>,
+    /// QPNs in creation order: the transmit round robin.
+    order: Vec<u32>,
+    cursor: usize,
+    next_qpn: u32,
+    rx: RxCounters,
+    /// Counters of destroyed QPs, kept in the device totals.
+    gone: QpCounters,
+    events: VecDeque<Event>,
+    backlogged: bool,
+}
+
+impl Device {
+    pub fn new(cfg: DeviceConfig) -> Result<Device, Error> {
+        cfg.qp.check()?;
+        if cfg.gids.is_empty() || cfg.pkeys.is_empty() {
+            return Err(Error::InvalidArgument("GID and P_Key tables need an entry"));
+        }
+        let cfg = DeviceConfig {
+            gids: cfg.gids.iter().map(|g| g.to_canonical()).collect(),
+            ..cfg
+        };
+        Ok(Device {
+            cfg,
+            mrs: MrTable::new(),
+            cqs: Vec::new(),
+            qps: KeyMap::default(),
+            order: Vec::new(),
+            cursor: 0,
+            next_qpn: 0x11,
+            rx: RxCounters::default(),
+            gone: QpCounters::default(),
+            events: VecDeque::new(),
+            backlogged: false,
+        })
+    }
+
+    pub fn config(&self) -> &DeviceConfig {
+        &self.cfg
+    }
+
+    // ----- verbs: resources -----
+
+    pub fn alloc_pd(&mut self) -> PdId {
+        self.mrs.alloc_pd()
+    }
+
+    pub fn reg_mr(&mut self, spec: MrSpec) -> Result<MrKeys, Error> {
+        self.mrs.register(spec)
+    }
+
+    pub fn dereg_mr(&mut self, lkey: Lkey) -> bool {
+        self.mrs.deregister(lkey)
+    }
+
+    /// The bytes of a memory region.
+    pub fn mr(&self, lkey: Lkey) -> Option<&[u8]> {
+        self.mrs.bytes(lkey)
+    }
+
+    pub fn mr_mut(&mut self, lkey: Lkey) -> Option<&mut [u8]> {
+        self.mrs.bytes_mut(lkey)
+    }
+
+    /// Makes a region invalidated by a peer usable again.
+    pub fn revalidate_mr(&mut self, lkey: Lkey) -> bool {
+        self.mrs.revalidate(lkey)
+    }
+
+    pub fn create_cq(&mut self, cap: usize) -> Result<CqId, Error> {
+        if cap == 0 {
+            return Err(Error::InvalidArgument("a CQ needs room for one entry"));
+        }
+        self.cqs.push(Cq {
+            q: VecDeque::with_capacity(cap.min(1 << 16)),
+            cap,
+        });
+        Ok(CqId(self.cqs.len() as u32 - 1))
+    }
+
+    /// Takes up to `max` completions of `cq`, oldest first, into `out`;
+    /// returns how many.
+    pub fn poll_cq(&mut self, cq: CqId, max: usize, out: &mut Vec<Wc>) -> usize {
+        let Some(c) = self.cqs.get_mut(cq.0 as usize) else {
+            return 0;
+        };
+        let n = max.min(c.q.len());
+        out.extend(c.q.drain(..n));
+        if self.backlogged {
+            self.backlogged = false;
+            for qp in self.qps.values_mut() {
+                while let Some(&(id, wc)) = qp.backlog.front() {
+                    match self.cqs.get_mut(id.0 as usize) {
+                        Some(c) if c.q.len() < c.cap => {
+                            c.q.push_back(wc);
+                            qp.backlog.pop_front();
+                        }
+                        _ => break,
+                    }
+                }
+                self.backlogged |= !qp.backlog.is_empty();
+            }
+        }
+        n
+    }
+
+    /// Completions waiting on `cq`.
+    pub fn cq_len(&self, cq: CqId) -> usize {
+        self.cqs.get(cq.0 as usize).map_or(0, |c| c.q.len())
+    }
+
+    pub fn create_qp(
+        &mut self,
+        pd: PdId,
+        send_cq: CqId,
+        recv_cq: CqId,
+        caps: QpCaps,
+    ) -> Result<u32, Error> {
+        if !self.mrs.pd_exists(pd) {
+            return Err(Error::NoSuchPd);
+        }
+        if send_cq.0 as usize >= self.cqs.len() || recv_cq.0 as usize >= self.cqs.len() {
+            return Err(Error::NoSuchCq);
+        }
+        if caps.max_send_wr == 0 || caps.max_recv_wr == 0 {
+            return Err(Error::InvalidArgument("queues need room for one request"));
+        }
+        let cfg = caps.config.unwrap_or(self.cfg.qp);
+        cfg.check()?;
+        let qpn = match caps.qpn {
+            Some(n) => {
+                if !(2..=0x00FF_FFFF).contains(&n) || self.qps.contains_key(&n) {
+                    return Err(Error::QpnUnavailable(n));
+                }
+                n
+            }
+            None => loop {
+                let n = self.next_qpn;
+                self.next_qpn = if n >= 0x00FF_FFFF { 0x11 } else { n + 1 };
+                if !self.qps.contains_key(&n) {
+                    break n;
+                }
+            },
+        };
+        self.qps.insert(
+            qpn,
+            Qp {
+                qpn,
+                pd,
+                send_cq,
+                recv_cq,
+                state: QpState::Reset,
+                attr: QpAttr::default(),
+                caps,
+                path: None,
+                req: Requester::new(caps.max_send_wr as usize, cfg),
+                resp: Responder::new(caps.max_recv_wr as usize, cfg.ack_every),
+                counters: QpCounters::default(),
+                backlog: VecDeque::new(),
+                drain_out: false,
+            },
+        );
+        self.order.push(qpn);
+        Ok(qpn)
+    }
+
+    pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), Error> {
+        let qp = self.qps.remove(&qpn).ok_or(Error::NoSuchQp)?;
+        self.gone.add(&qp.counters);
+        self.order.retain(|&q| q != qpn);
+        self.cursor = 0;
+        Ok(())
+    }
+
+    pub fn query_qp(&self, qpn: u32) -> Result<(QpState, QpAttr), Error> {
+        let qp = self.qps.get(&qpn).ok_or(Error::NoSuchQp)?;
+        Ok((qp.state, qp.attr))
+    }
+
+    /// Changes a QP's state and attributes (`ibv_modify_qp`); see
+    /// [`qp::check_transition`] for what each transition takes.
+    pub fn modify_qp(&mut self, qpn: u32, attr: &QpAttr, mask: AttrMask) -> Result<(), Error> {
+        let lim = qp::Limits {
+            max_rd_atomic: self.cfg.max_qp_rd_atom,
+            pkeys: self.cfg.pkeys.len(),
+            gids: self.cfg.gids.len(),
+        };
+        let qp = self.qps.get_mut(&qpn).ok_or(Error::NoSuchQp)?;
+        let from = qp.state;
+        let to = qp::check_transition(from, attr, mask, &lim)?;
+        let mut new = qp.attr;
+        let set = |m: AttrMask| mask.contains(m);
+        if set(AttrMask::PKEY_INDEX) {
+            new.pkey_index = attr.pkey_index;
+        }
+        if set(AttrMask::PORT) {
+            new.port_num = attr.port_num;
+        }
+        if set(AttrMask::ACCESS_FLAGS) {
+            new.qp_access_flags = attr.qp_access_flags;
+        }
+        if set(AttrMask::AV) {
+            new.ah_attr = attr.ah_attr;
+        }
+        if set(AttrMask::PATH_MTU) {
+            new.path_mtu = attr.path_mtu;
+        }
+        if set(AttrMask::DEST_QPN) {
+            new.dest_qp_num = attr.dest_qp_num;
+        }
+        if set(AttrMask::RQ_PSN) {
+            new.rq_psn = attr.rq_psn;
+        }
+        if set(AttrMask::SQ_PSN) {
+            new.sq_psn = attr.sq_psn;
+        }
+        if set(AttrMask::MAX_DEST_RD_ATOMIC) {
+            new.max_dest_rd_atomic = attr.max_dest_rd_atomic;
+        }
+        if set(AttrMask::MAX_QP_RD_ATOMIC) {
+            new.max_rd_atomic = attr.max_rd_atomic;
+        }
+        if set(AttrMask::MIN_RNR_TIMER) {
+            new.min_rnr_timer = attr.min_rnr_timer;
+        }
+        if set(AttrMask::TIMEOUT) {
+            new.timeout = attr.timeout;
+        }
+        if set(AttrMask::RETRY_CNT) {
+            new.retry_cnt = attr.retry_cnt;
+        }
+        if set(AttrMask::RNR_RETRY) {
+            new.rnr_retry = attr.rnr_retry;
+        }
+        if set(AttrMask::EN_SQD_ASYNC_NOTIFY) {
+            new.en_sqd_async_notify = attr.en_sqd_async_notify;
+        }
+        let path = if set(AttrMask::AV) || set(AttrMask::DEST_QPN) || set(AttrMask::PKEY_INDEX) {
+            match new.ah_attr {
+                Some(av) => Some(build_path(&self.cfg, qpn, &new, &av)?),
+                None => qp.path,
+            }
+        } else {
+            qp.path
+        };
+        // Everything checked: apply.
+        qp.attr = new;
+        qp.attr.qp_state = to;
+        qp.attr.cur_qp_state = to;
+        qp.path = path;
+        let cfg = qp.req.cfg;
+        match (from, to) {
+            (_, QpState::Reset) => {
+                qp.req = Requester::new(qp.caps.max_send_wr as usize, cfg);
+                qp.resp = Responder::new(qp.caps.max_recv_wr as usize, cfg.ack_every);
+                qp.backlog.clear();
+                qp.path = None;
+                qp.drain_out = false;
+            }
+            (_, QpState::Err) if from != QpState::Err => {
+                qp.resp.clear_output();
+                qp.drain_out = false;
+                qp.flush(&mut self.cqs);
+            }
+            (QpState::Init, QpState::Rtr) => {
+                qp.resp.e_psn = Psn::new(new.rq_psn);
+            }
+            (QpState::Rtr, QpState::Rts) => {
+                qp.req
+                    .start(Psn::new(new.sq_psn), new.retry_cnt, new.rnr_retry);
+            }
+            (QpState::Rts, QpState::Sqd) => qp.req.drained_reported = false,
+            _ => {}
+        }
+        qp.state = to;
+        self.backlogged |= !qp.backlog.is_empty();
+        Ok(())
+    }
+
+    /// Posts a send work request (`ibv_post_send`). In ERR it completes at
+    /// once with a flush error.
+    pub fn post_send(&mut self, qpn: u32, wr: SendWr) -> Result<(), Error> {
+        let qp = self.qps.get_mut(&qpn).ok_or(Error::NoSuchQp)?;
+        match qp.state {
+            QpState::Rts | QpState::Sqd | QpState::Err => {}
+            s => return Err(Error::WrongState(s)),
+        }
+        if qp.req.sq.len() >= qp.req.max_send_wr {
+            return Err(Error::QueueFull);
+        }
+        match &wr.payload {
+            Payload::Sges(s) if s.len() > qp.caps.max_send_sge as usize => {
+                return Err(Error::TooManySge)
+            }
+            Payload::Inline(b) => {
+                if b.len() > qp.caps.max_inline_data as usize {
+                    return Err(Error::InlineTooLong);
+                }
+                if wr.op.is_read_or_atomic() {
+                    return Err(Error::InvalidArgument("READ and atomics cannot be inline"));
+                }
+            }
+            _ => {}
+        }
+        let len = wr.payload.len();
+        if len > 1 << 31 {
+            return Err(Error::InvalidArgument("message longer than 2^31 bytes"));
+        }
+        if wr.op.is_atomic() && len != 8 {
+            return Err(Error::InvalidArgument(
+                "an atomic's local buffer is 8 bytes",
+            ));
+        }
+        let mut wr = wr;
+        wr.signaled |= qp.caps.sq_sig_all;
+        if qp.state == QpState::Err {
+            qp.counters.req_cqe_flush_error += 1;
+            let wc = flushed(qpn, wr.wr_id, wr.op.wc_opcode(), len as u32);
+            Sink {
+                cqs: &mut self.cqs,
+                backlog: &mut qp.backlog,
+            }
+            .push(qp.send_cq, wc);
+            self.backlogged |= !qp.backlog.is_empty();
+            return Ok(());
+        }
+        qp.req.sq.push_back(SendWqe {
+            wr,
+            len: len as u32,
+            first_psn: None,
+            npkts: 0,
+            local_error: None,
+            done: false,
+        });
+        Ok(())
+    }
+
+    /// Posts a receive work request (`ibv_post_recv`).
+    pub fn post_recv(&mut self, qpn: u32, wr: RecvWr) -> Result<(), Error> {
+        let qp = self.qps.get_mut(&qpn).ok_or(Error::NoSuchQp)?;
+        if qp.state == QpState::Reset {
+            return Err(Error::WrongState(QpState::Reset));
+        }
+        if qp.resp.rq.len() >= qp.resp.max_recv_wr {
+            return Err(Error::QueueFull);
+        }
+        if wr.sges.len() > qp.caps.max_recv_sge as usize {
+            return Err(Error::TooManySge);
+        }
+        if qp.state == QpState::Err {
+            qp.counters.resp_cqe_flush_error += 1;
+            let wc = flushed(qpn, wr.wr_id, WcOpcode::Recv, 0);
+            Sink {
+                cqs: &mut self.cqs,
+                backlog: &mut qp.backlog,
+            }
+            .push(qp.recv_cq, wc);
+            self.backlogged |= !qp.backlog.is_empty();
+            return Ok(());
+        }
+        let len = wr.sges.iter().map(|s| s.length as u64).sum();
+        qp.resp.rq.push_back(RecvWqe {
+            wr_id: wr.wr_id,
+            sges: wr.sges,
+            len,
+        });
+        Ok(())
+    }
+
+    /// Receive work requests posted and not yet consumed.
+    pub fn recv_queue_len(&self, qpn: u32) -> usize {
+        self.qps.get(&qpn).map_or(0, |q| q.resp.rq.len())
+    }
+
+    /// Send work requests not yet completed.
+    pub fn send_queue_len(&self, qpn: u32) -> usize {
+        self.qps.get(&qpn).map_or(0, |q| q.req.sq.len())
+    }
+
+    // ----- driving -----
+
+    /// Handles one received frame.
+    pub fn handle(&mut self, now: Instant, frame: &[u8]) {
+        let _ = now;
+        self.rx.frames += 1;
+        let f = match Frame::parse(frame) {
+            Ok(f) => f,
+            Err(wire::Error::NotRoce) => {
+                self.rx.not_roce += 1;
+                return;
+            }
+            Err(_) => {
+                self.rx.malformed += 1;
+                return;
+            }
+        };
+        if !f.icrc_ok() {
+            self.rx.icrc_errors += 1;
+            return;
+        }
+        let ip = f.ip();
+        if !self.cfg.gids.contains(&ip.dst().to_canonical()) {
+            self.rx.wrong_destination += 1;
+            return;
+        }
+        if f.info.transport == Transport::Cnp {
+            self.rx.cnp_received += 1;
+            return;
+        }
+        if f.info.transport != Transport::Rc {
+            self.rx.unsupported_transport += 1;
+            return;
+        }
+        let Some(qp) = self.qps.get_mut(&f.dest_qp()) else {
+            self.rx.unknown_qp += 1;
+            return;
+        };
+        if !matches!(qp.state, QpState::Rtr | QpState::Rts | QpState::Sqd) {
+            qp.counters.state_drops += 1;
+            return;
+        }
+        let pkey = self.cfg.pkeys[qp.attr.pkey_index as usize];
+        if !pkey_match(f.bth_view().pkey(), pkey) {
+            qp.counters.pkey_violation += 1;
+            return;
+        }
+        if !qp
+            .attr
+            .ah_attr
+            .is_some_and(|av| av.dgid.to_canonical() == ip.src().to_canonical())
+        {
+            qp.counters.wrong_source += 1;
+            return;
+        }
+        qp.counters.rcvd_pkts += 1;
+        if ip.ecn() == Ecn::Ce {
+            qp.counters.np_ecn_marked_roce_packets += 1;
+        }
+        let mtu = qp.mtu();
+        let mut sink = Sink {
+            cqs: &mut self.cqs,
+            backlog: &mut qp.backlog,
+        };
+        let fatal = if f.info.is_request() {
+            let mut env = RespEnv {
+                mrs: &mut self.mrs,
+                pd: qp.pd,
+                mtu,
+                access: qp.attr.qp_access_flags,
+                max_dest_rd_atomic: qp.attr.max_dest_rd_atomic as u32,
+                min_rnr_timer: qp.attr.min_rnr_timer,
+                qpn: qp.qpn,
+                recv_cq: qp.recv_cq,
+                sink: &mut sink,
+                counters: &mut qp.counters,
+            };
+            match qp.resp.on_request(&mut env, &f) {
+                Verdict::Fatal => Some(WcStatus::RemInvReqErr),
+                _ => None,
+            }
+        } else if qp.state == QpState::Rtr {
+            qp.counters.ghost_responses += 1;
+            None
+        } else {
+            let mut env = RxEnv {
+                mrs: &mut self.mrs,
+                mtu,
+                qpn: qp.qpn,
+                send_cq: qp.send_cq,
+                sink: &mut sink,
+                counters: &mut qp.counters,
+                timeout: ack_timeout(qp.attr.timeout),
+                retry_cnt: qp.attr.retry_cnt,
+                rnr_retry: qp.attr.rnr_retry,
+                now,
+            };
+            match qp.req.on_response(&mut env, &f) {
+                Outcome::Fatal(s) => Some(s),
+                Outcome::Ok => None,
+            }
+        };
+        if let Some(status) = fatal {
+            Self::protocol_error(qp, &mut self.cqs, &mut self.events, status);
+        }
+        Self::check_drained(qp, &mut self.events);
+        self.backlogged |= !qp.backlog.is_empty();
+    }
+
+    fn protocol_error(qp: &mut Qp, cqs: &mut [Cq], events: &mut VecDeque<Event>, st: WcStatus) {
+        qp.state = QpState::Err;
+        qp.attr.qp_state = QpState::Err;
+        qp.attr.cur_qp_state = QpState::Err;
+        qp.drain_out = true;
+        qp.flush(cqs);
+        events.push_back(Event::QpError {
+            qpn: qp.qpn,
+            status: st,
+        });
+    }
+
+    fn check_drained(qp: &mut Qp, events: &mut VecDeque<Event>) {
+        if qp.state == QpState::Sqd
+            && !qp.req.drained_reported
+            && qp.req.next_pkt == 0
+            && !qp.req.outstanding()
+        {
+            qp.req.drained_reported = true;
+            events.push_back(Event::SqDrained { qpn: qp.qpn });
+        }
+    }
+
+    /// Writes the next frame to send into `buf` (9 KiB holds any) and
+    /// returns its length; `None` when nothing is ready now.
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+        let n = self.order.len();
+        for i in 0..n {
+            let idx = (self.cursor + i) % n;
+            let qpn = self.order[idx];
+            let Some(qp) = self.qps.get_mut(&qpn) else {
+                continue;
+            };
+            let Some(path) = qp.path else {
+                continue;
+            };
+            let mtu = qp.mtu();
+            let sent = match qp.state {
+                QpState::Rtr | QpState::Rts | QpState::Sqd => true,
+                QpState::Err => qp.drain_out,
+                _ => false,
+            };
+            if !sent {
+                continue;
+            }
+            if qp.resp.has_output() {
+                if let Some(len) = qp.resp.poll(&path, mtu, &self.mrs, &mut qp.counters, buf) {
+                    self.cursor = (idx + 1) % n;
+                    return Some(len);
+                }
+            }
+            if !matches!(qp.state, QpState::Rts | QpState::Sqd) {
+                continue;
+            }
+            let mut env = TxEnv {
+                path: &path,
+                mtu,
+                pd: qp.pd,
+                max_rd_atomic: qp.attr.max_rd_atomic as u32,
+                timeout: ack_timeout(qp.attr.timeout),
+                draining: qp.state == QpState::Sqd,
+                mrs: &self.mrs,
+                counters: &mut qp.counters,
+            };
+            match qp.req.poll(&mut env, now, buf) {
+                TxOutcome::Sent(len) => {
+                    self.cursor = (idx + 1) % n;
+                    return Some(len);
+                }
+                TxOutcome::Fatal(status) => {
+                    let mut sink = Sink {
+                        cqs: &mut self.cqs,
+                        backlog: &mut qp.backlog,
+                    };
+                    let mut env = RxEnv {
+                        mrs: &mut self.mrs,
+                        mtu,
+                        qpn: qp.qpn,
+                        send_cq: qp.send_cq,
+                        sink: &mut sink,
+                        counters: &mut qp.counters,
+                        timeout: None,
+                        retry_cnt: 0,
+                        rnr_retry: 0,
+                        now,
+                    };
+                    let _ = qp.req.retire(&mut env);
+                    Self::protocol_error(qp, &mut self.cqs, &mut self.events, status);
+                    self.backlogged |= !qp.backlog.is_empty();
+                }
+                TxOutcome::Idle => Self::check_drained(qp, &mut self.events),
+            }
+        }
+        None
+    }
+
+    /// When [`Device::handle_timeout`] must next be called.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.qps
+            .values()
+            .filter(|q| matches!(q.state, QpState::Rts | QpState::Sqd))
+            .flat_map(|q| [q.req.timer, q.req.rnr_until])
+            .flatten()
+            .min()
+    }
+
+    /// Runs the timers due at `now`.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        for qp in self.qps.values_mut() {
+            if !matches!(qp.state, QpState::Rts | QpState::Sqd) {
+                continue;
+            }
+            if qp.req.rnr_until.is_some_and(|t| t <= now) {
+                qp.req.rnr_until = None;
+                // Re-arm the ACK timer for the packets about to go again.
+                qp.req.timer = ack_timeout(qp.attr.timeout).map(|t| now + t);
+            }
+            if qp.req.timer.is_some_and(|t| t <= now) {
+                let mtu = qp.mtu();
+                let mut sink = Sink {
+                    cqs: &mut self.cqs,
+                    backlog: &mut qp.backlog,
+                };
+                let mut env = RxEnv {
+                    mrs: &mut self.mrs,
+                    mtu,
+                    qpn: qp.qpn,
+                    send_cq: qp.send_cq,
+                    sink: &mut sink,
+                    counters: &mut qp.counters,
+                    timeout: ack_timeout(qp.attr.timeout),
+                    retry_cnt: qp.attr.retry_cnt,
+                    rnr_retry: qp.attr.rnr_retry,
+                    now,
+                };
+                if let Outcome::Fatal(s) = qp.req.on_timeout(&mut env) {
+                    Self::protocol_error(qp, &mut self.cqs, &mut self.events, s);
+                }
+            }
+            self.backlogged |= !qp.backlog.is_empty();
+        }
+    }
+
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    // ----- observability -----
+
+    pub fn qp_counters(&self, qpn: u32) -> Option<&QpCounters> {
+        self.qps.get(&qpn).map(|q| &q.counters)
+    }
+
+    /// The sum over every QP, destroyed ones included.
+    pub fn counters(&self) -> QpCounters {
+        let mut c = self.gone;
+        for q in self.qps.values() {
+            c.add(&q.counters);
+        }
+        c
+    }
+
+    pub fn rx_counters(&self) -> &RxCounters {
+        &self.rx
+    }
+}
+
+/// The headers of a QP's packets from its attributes (reference B.1): the
+/// local GID of `sgid_index` and the remote GID (same IP version), DSCP
+/// and ECN from the traffic class, TTL 64 on IPv4 as rxe sends (the AV
+/// hop limit on IPv6), the kernel's source port over both QPNs.
+fn build_path(
+    cfg: &DeviceConfig,
+    qpn: u32,
+    attr: &QpAttr,
+    av: &AddressVector,
+) -> Result<Path, Error> {
+    let sgid = cfg.gids[av.sgid_index as usize];
+    let dscp = av.traffic_class >> 2;
+    let ecn = Ecn::from_bits(av.traffic_class & 3);
+    let ip = match (sgid, av.dgid.to_canonical()) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => IpRepr::v4(s, d, dscp, ecn),
+        (IpAddr::V6(s), IpAddr::V6(d)) => {
+            let mut ip = IpRepr::v6(s, d, dscp, ecn, av.flow_label);
+            if let IpRepr::V6(r) = &mut ip {
+                r.hop_limit = av.hop_limit;
+            }
+            ip
+        }
+        _ => {
+            return Err(Error::InvalidAttr(
+                "dgid and sgid are of different IP versions",
+            ))
+        }
+    };
+    Ok(Path {
+        smac: cfg.mac,
+        dmac: av.dmac,
+        ip,
+        src_port: av
+            .src_port
+            .unwrap_or_else(|| wire::udp::kernel_source_port(qpn, attr.dest_qp_num)),
+        pkey: cfg.pkeys[attr.pkey_index as usize],
+        dest_qp: attr.dest_qp_num,
+    })
+}

@@ -1,0 +1,535 @@
+//! Protection domains and memory regions: who may touch which bytes.
+//!
+//! A memory region owns its bytes (the engine's registered memory) and is
+//! known by a virtual address range and a key: the L_Key names it in local
+//! scatter/gather elements, the R_Key in a peer's RETH or AtomicETH. Every
+//! access is checked here, in one place (IBTA §10.6, o10-27 and C9-88..):
+//! the key must name a valid region of the QP's protection domain, the
+//! region must grant the access (local write, remote read / write /
+//! atomic), and the range must lie inside it. Atomics operate on 8-byte
+//! aligned little-endian words, as on the x86 hosts RoCE NICs sit in.
+
+use super::wr::Sge;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// A local key (names a region in an SGE).
+pub type Lkey = u32;
+/// A remote key (names a region in a RETH / AtomicETH / IETH).
+pub type Rkey = u32;
+
+/// A protection domain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PdId(pub u32);
+
+/// Access rights of a memory region or a QP (`ibv_access_flags`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub struct Access(u32);
+
+impl Access {
+    pub const NONE: Access = Access(0);
+    pub const LOCAL_WRITE: Access = Access(1);
+    pub const REMOTE_WRITE: Access = Access(2);
+    pub const REMOTE_READ: Access = Access(4);
+    pub const REMOTE_ATOMIC: Access = Access(8);
+    /// May be invalidated by a peer's SEND with invalidate.
+    pub const REMOTE_INVALIDATE: Access = Access(1 << 8);
+    pub const ALL: Access = Access(1 | 2 | 4 | 8 | (1 << 8));
+
+    pub const fn union(self, o: Access) -> Access {
+        Access(self.0 | o.0)
+    }
+    pub const fn contains(self, o: Access) -> bool {
+        self.0 & o.0 == o.0
+    }
+    pub const fn bits(self) -> u32 {
+        self.0
+    }
+    pub const fn from_bits(b: u32) -> Access {
+        Access(b & Access::ALL.0)
+    }
+}
+
+impl core::ops::BitOr for Access {
+    type Output = Access;
+    fn bitor(self, o: Access) -> Access {
+        self.union(o)
+    }
+}
+
+/// Why an access was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum AccessError {
+    #[error("no memory region with key {0:#x}")]
+    NoSuchKey(u32),
+    #[error("memory region {0:#x} was invalidated")]
+    Invalidated(u32),
+    #[error("memory region {0:#x} belongs to another protection domain")]
+    WrongPd(u32),
+    #[error("memory region {0:#x} does not grant the access")]
+    NotPermitted(u32),
+    #[error("range outside memory region {0:#x}")]
+    OutOfBounds(u32),
+    #[error("atomic address not 8-byte aligned")]
+    Misaligned,
+}
+
+/// How to register a region.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MrSpec {
+    pub pd: PdId,
+    pub len: usize,
+    pub access: Access,
+    /// Virtual address of the first byte; `None` picks a fresh range.
+    pub addr: Option<u64>,
+    /// The key (L_Key = R_Key); `None` picks a fresh one. Chosen keys let a
+    /// test reproduce a capture's R_Keys.
+    pub key: Option<u32>,
+}
+
+/// The keys and address of a registered region.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MrKeys {
+    pub lkey: Lkey,
+    pub rkey: Rkey,
+    pub addr: u64,
+    pub len: usize,
+}
+
+#[derive(Debug)]
+struct Mr {
+    pd: PdId,
+    addr: u64,
+    access: Access,
+    valid: bool,
+    bytes: Vec<u8>,
+}
+
+impl Mr {
+    /// Offset of `[va, va + len)` inside the region.
+    fn range(&self, key: u32, va: u64, len: u64) -> Result<usize, AccessError> {
+        let off = va
+            .checked_sub(self.addr)
+            .ok_or(AccessError::OutOfBounds(key))?;
+        let end = off.checked_add(len).ok_or(AccessError::OutOfBounds(key))?;
+        if end > self.bytes.len() as u64 {
+            return Err(AccessError::OutOfBounds(key));
+        }
+        Ok(off as usize)
+    }
+}
+
+/// A multiplicative hasher for 32-bit keys (the table is on the packet
+/// path; SipHash would cost more than the lookup).
+#[derive(Default)]
+pub(crate) struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ b as u64).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.0 = (v as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+pub(crate) type KeyMap<V> = HashMap<u32, V, BuildHasherDefault<KeyHasher>>;
+
+/// Protection domains and the memory regions registered in them.
+#[derive(Debug, Default)]
+pub struct MrTable {
+    next_pd: u32,
+    next_key: u32,
+    next_addr: u64,
+    mrs: KeyMap<Mr>,
+}
+
+/// Where fresh regions start in the virtual address space.
+const FIRST_ADDR: u64 = 0x1_0000_0000;
+
+impl MrTable {
+    pub fn new() -> MrTable {
+        MrTable {
+            next_pd: 1,
+            next_key: 0x100,
+            next_addr: FIRST_ADDR,
+            mrs: KeyMap::default(),
+        }
+    }
+
+    pub fn alloc_pd(&mut self) -> PdId {
+        let pd = PdId(self.next_pd);
+        self.next_pd += 1;
+        pd
+    }
+
+    pub fn pd_exists(&self, pd: PdId) -> bool {
+        pd.0 != 0 && pd.0 < self.next_pd
+    }
+
+    /// Registers a zero-filled region.
+    pub fn register(&mut self, spec: MrSpec) -> Result<MrKeys, super::Error> {
+        if !self.pd_exists(spec.pd) {
+            return Err(super::Error::NoSuchPd);
+        }
+        if spec.len > u32::MAX as usize {
+            return Err(super::Error::InvalidArgument(
+                "memory region longer than 4 GiB",
+            ));
+        }
+        // Remote write or atomic needs local write too (IBTA o10-29.2.1).
+        if (spec.access.contains(Access::REMOTE_WRITE)
+            || spec.access.contains(Access::REMOTE_ATOMIC))
+            && !spec.access.contains(Access::LOCAL_WRITE)
+        {
+            return Err(super::Error::InvalidArgument(
+                "remote write or atomic access needs local write",
+            ));
+        }
+        let key = match spec.key {
+            Some(k) => {
+                if self.mrs.contains_key(&k) {
+                    return Err(super::Error::InvalidArgument("memory region key in use"));
+                }
+                k
+            }
+            None => loop {
+                let k = self.next_key;
+                self.next_key = self.next_key.wrapping_add(0x100) | 1;
+                if !self.mrs.contains_key(&k) {
+                    break k;
+                }
+            },
+        };
+        let addr = match spec.addr {
+            Some(a) => a,
+            None => {
+                let a = self.next_addr;
+                self.next_addr += (spec.len as u64).div_ceil(4096).max(1) * 4096 + 4096;
+                a
+            }
+        };
+        if addr.checked_add(spec.len as u64).is_none() {
+            return Err(super::Error::InvalidArgument("address range wraps"));
+        }
+        self.mrs.insert(
+            key,
+            Mr {
+                pd: spec.pd,
+                addr,
+                access: spec.access,
+                valid: true,
+                bytes: vec![0; spec.len],
+            },
+        );
+        Ok(MrKeys {
+            lkey: key,
+            rkey: key,
+            addr,
+            len: spec.len,
+        })
+    }
+
+    pub fn deregister(&mut self, key: Lkey) -> bool {
+        self.mrs.remove(&key).is_some()
+    }
+
+    /// The bytes of region `key` (valid or not).
+    pub fn bytes(&self, key: Lkey) -> Option<&[u8]> {
+        self.mrs.get(&key).map(|m| &m.bytes[..])
+    }
+
+    pub fn bytes_mut(&mut self, key: Lkey) -> Option<&mut [u8]> {
+        self.mrs.get_mut(&key).map(|m| &mut m.bytes[..])
+    }
+
+    fn check(
+        &self,
+        key: u32,
+        pd: PdId,
+        va: u64,
+        len: u64,
+        need: Access,
+    ) -> Result<(&Mr, usize), AccessError> {
+        let mr = self.mrs.get(&key).ok_or(AccessError::NoSuchKey(key))?;
+        if !mr.valid {
+            return Err(AccessError::Invalidated(key));
+        }
+        if mr.pd != pd {
+            return Err(AccessError::WrongPd(key));
+        }
+        if !mr.access.contains(need) {
+            return Err(AccessError::NotPermitted(key));
+        }
+        let off = mr.range(key, va, len)?;
+        Ok((mr, off))
+    }
+
+    /// Checks a local SGE list for the access `need` (`NONE` to read,
+    /// `LOCAL_WRITE` to be written).
+    pub fn check_sges(&self, pd: PdId, sges: &[Sge], need: Access) -> Result<(), AccessError> {
+        for s in sges {
+            self.check(s.lkey, pd, s.addr, s.length as u64, need)?;
+        }
+        Ok(())
+    }
+
+    /// Checks a remote access of `len` bytes at `va` under `rkey`.
+    pub fn check_remote(
+        &self,
+        rkey: Rkey,
+        pd: PdId,
+        va: u64,
+        len: u64,
+        need: Access,
+    ) -> Result<(), AccessError> {
+        if need.contains(Access::REMOTE_ATOMIC) && va % 8 != 0 {
+            return Err(AccessError::Misaligned);
+        }
+        self.check(rkey, pd, va, len, need).map(|_| ())
+    }
+
+    /// Copies bytes `offset..offset + out.len()` of the data described by
+    /// `sges` into `out` (gather). The SGEs were checked.
+    pub fn gather(&self, sges: &[Sge], mut offset: u64, out: &mut [u8]) {
+        let mut done = 0;
+        for s in sges {
+            if done == out.len() {
+                break;
+            }
+            let l = s.length as u64;
+            if offset >= l {
+                offset -= l;
+                continue;
+            }
+            let n = ((l - offset) as usize).min(out.len() - done);
+            if let Some(mr) = self.mrs.get(&s.lkey) {
+                if let Ok(o) = mr.range(s.lkey, s.addr + offset, n as u64) {
+                    out[done..done + n].copy_from_slice(&mr.bytes[o..o + n]);
+                }
+            }
+            done += n;
+            offset = 0;
+        }
+    }
+
+    /// Copies `data` into the data described by `sges` from `offset` on
+    /// (scatter). Returns false if the SGEs are too short (nothing beyond
+    /// them is written).
+    pub fn scatter(&mut self, sges: &[Sge], mut offset: u64, data: &[u8]) -> bool {
+        let mut done = 0;
+        for s in sges {
+            if done == data.len() {
+                break;
+            }
+            let l = s.length as u64;
+            if offset >= l {
+                offset -= l;
+                continue;
+            }
+            let n = ((l - offset) as usize).min(data.len() - done);
+            if let Some(mr) = self.mrs.get_mut(&s.lkey) {
+                if let Ok(o) = mr.range(s.lkey, s.addr + offset, n as u64) {
+                    mr.bytes[o..o + n].copy_from_slice(&data[done..done + n]);
+                }
+            }
+            done += n;
+            offset = 0;
+        }
+        done == data.len()
+    }
+
+    /// Reads `out.len()` bytes at `va` of region `rkey` (checked before).
+    pub fn read_remote(&self, rkey: Rkey, va: u64, out: &mut [u8]) {
+        if let Some(mr) = self.mrs.get(&rkey) {
+            if let Ok(o) = mr.range(rkey, va, out.len() as u64) {
+                out.copy_from_slice(&mr.bytes[o..o + out.len()]);
+            }
+        }
+    }
+
+    /// Writes `data` at `va` of region `rkey` (checked before).
+    pub fn write_remote(&mut self, rkey: Rkey, va: u64, data: &[u8]) {
+        if let Some(mr) = self.mrs.get_mut(&rkey) {
+            if let Ok(o) = mr.range(rkey, va, data.len() as u64) {
+                mr.bytes[o..o + data.len()].copy_from_slice(data);
+            }
+        }
+    }
+
+    /// Runs an atomic on the word at `va` of region `rkey` (checked
+    /// before); returns the value before it.
+    pub fn atomic(&mut self, rkey: Rkey, va: u64, op: AtomicOp) -> u64 {
+        let Some(mr) = self.mrs.get_mut(&rkey) else {
+            return 0;
+        };
+        let Ok(o) = mr.range(rkey, va, 8) else {
+            return 0;
+        };
+        let w = &mut mr.bytes[o..o + 8];
+        let old = u64::from_le_bytes(w.try_into().unwrap_or([0; 8]));
+        let new = match op {
+            AtomicOp::CompareSwap { compare, swap } => {
+                if old == compare {
+                    swap
+                } else {
+                    old
+                }
+            }
+            AtomicOp::FetchAdd { add } => old.wrapping_add(add),
+        };
+        w.copy_from_slice(&new.to_le_bytes());
+        old
+    }
+
+    /// Invalidates region `rkey` on a peer's SEND with invalidate (IBTA
+    /// §10.6.7.2.2): it must exist in `pd` and allow remote invalidation.
+    pub fn invalidate(&mut self, rkey: Rkey, pd: PdId) -> Result<(), AccessError> {
+        let mr = self
+            .mrs
+            .get_mut(&rkey)
+            .ok_or(AccessError::NoSuchKey(rkey))?;
+        if mr.pd != pd {
+            return Err(AccessError::WrongPd(rkey));
+        }
+        if !mr.access.contains(Access::REMOTE_INVALIDATE) {
+            return Err(AccessError::NotPermitted(rkey));
+        }
+        mr.valid = false;
+        Ok(())
+    }
+
+    /// Makes an invalidated region usable again (a local re-registration).
+    pub fn revalidate(&mut self, key: u32) -> bool {
+        self.mrs.get_mut(&key).map(|m| m.valid = true).is_some()
+    }
+}
+
+/// An atomic operation on a remote word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AtomicOp {
+    CompareSwap { compare: u64, swap: u64 },
+    FetchAdd { add: u64 },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table() -> (MrTable, PdId, MrKeys) {
+        let mut t = MrTable::new();
+        let pd = t.alloc_pd();
+        let k = t
+            .register(MrSpec {
+                pd,
+                len: 64,
+                access: Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_ATOMIC,
+                addr: Some(0x1000),
+                key: Some(0x77),
+            })
+            .unwrap();
+        (t, pd, k)
+    }
+
+    #[test]
+    fn remote_checks_key_pd_access_and_bounds() {
+        let (mut t, pd, k) = table();
+        assert!(t
+            .check_remote(k.rkey, pd, 0x1000, 64, Access::REMOTE_WRITE)
+            .is_ok());
+        assert_eq!(
+            t.check_remote(k.rkey, pd, 0x1000, 65, Access::REMOTE_WRITE),
+            Err(AccessError::OutOfBounds(0x77))
+        );
+        assert_eq!(
+            t.check_remote(k.rkey, pd, 0xfff, 1, Access::REMOTE_WRITE),
+            Err(AccessError::OutOfBounds(0x77))
+        );
+        assert_eq!(
+            t.check_remote(k.rkey, pd, 0x1000, 8, Access::REMOTE_READ),
+            Err(AccessError::NotPermitted(0x77))
+        );
+        assert_eq!(
+            t.check_remote(9, pd, 0x1000, 8, Access::REMOTE_WRITE),
+            Err(AccessError::NoSuchKey(9))
+        );
+        let other = t.alloc_pd();
+        assert_eq!(
+            t.check_remote(k.rkey, other, 0x1000, 8, Access::REMOTE_WRITE),
+            Err(AccessError::WrongPd(0x77))
+        );
+        assert_eq!(
+            t.check_remote(k.rkey, pd, 0x1004, 8, Access::REMOTE_ATOMIC),
+            Err(AccessError::Misaligned)
+        );
+        assert_eq!(
+            t.check_remote(k.rkey, pd, u64::MAX, 8, Access::NONE),
+            Err(AccessError::OutOfBounds(0x77))
+        );
+        assert_eq!(t.atomic(k.rkey, 0x1008, AtomicOp::FetchAdd { add: 5 }), 0);
+        assert_eq!(t.atomic(k.rkey, 0x1008, AtomicOp::FetchAdd { add: 5 }), 5);
+        assert_eq!(
+            t.atomic(
+                k.rkey,
+                0x1008,
+                AtomicOp::CompareSwap {
+                    compare: 10,
+                    swap: 1
+                }
+            ),
+            10
+        );
+        assert_eq!(&t.bytes(k.lkey).unwrap()[8..16], &1u64.to_le_bytes());
+    }
+
+    #[test]
+    fn gather_and_scatter_cross_sges() {
+        let (mut t, _pd, k) = table();
+        let sges = [
+            Sge {
+                addr: 0x1000,
+                length: 3,
+                lkey: k.lkey,
+            },
+            Sge {
+                addr: 0x1010,
+                length: 5,
+                lkey: k.lkey,
+            },
+        ];
+        assert!(t.scatter(&sges, 2, b"abcdef"));
+        assert!(!t.scatter(&sges, 7, b"xy"));
+        let mut out = [0u8; 6];
+        t.gather(&sges, 2, &mut out);
+        assert_eq!(&out[..5], b"abcde");
+        assert_eq!(out[5], b'x');
+    }
+
+    #[test]
+    fn invalidation_needs_the_right() {
+        let (mut t, pd, k) = table();
+        assert_eq!(
+            t.invalidate(k.rkey, pd),
+            Err(AccessError::NotPermitted(0x77))
+        );
+        let k2 = t
+            .register(MrSpec {
+                pd,
+                len: 8,
+                access: Access::REMOTE_INVALIDATE | Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+                addr: None,
+                key: None,
+            })
+            .unwrap();
+        t.invalidate(k2.rkey, pd).unwrap();
+        assert_eq!(
+            t.check_remote(k2.rkey, pd, k2.addr, 8, Access::REMOTE_WRITE),
+            Err(AccessError::Invalidated(k2.rkey))
+        );
+    }
+}

@@ -1,0 +1,58 @@
+//! Where a connected QP's packets go: the addresses and header values
+//! fixed at RTR (reference B.1), and the one function that writes a packet
+//! of the QP into a caller's buffer.
+
+use crate::wire::{frame::seal, BthRepr, Ecn, ExtHeaders, FrameRepr, IpRepr, MacAddr, Opcode, Psn};
+
+/// The headers every packet of one QP shares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Path {
+    pub smac: MacAddr,
+    pub dmac: MacAddr,
+    /// Source and destination, DSCP / ECN, TTL or hop limit.
+    pub ip: IpRepr,
+    /// Constant per QP (A17 §17.3.2.1).
+    pub src_port: u16,
+    pub pkey: u16,
+    pub dest_qp: u32,
+}
+
+/// One packet to write: the BTH fields that vary and the extension headers.
+#[derive(Debug, Clone, Copy)]
+pub struct Packet {
+    pub opcode: Opcode,
+    pub psn: Psn,
+    pub ack_req: bool,
+    pub solicited: bool,
+    pub ext: ExtHeaders,
+}
+
+impl Path {
+    /// Writes the packet with a payload of `payload_len` bytes filled in
+    /// place by `fill`; returns the frame's length, or `None` when `buf`
+    /// is too small (nothing is sent then).
+    pub fn emit(
+        &self,
+        p: &Packet,
+        payload_len: usize,
+        buf: &mut [u8],
+        fill: impl FnOnce(&mut [u8]),
+    ) -> Option<usize> {
+        let mut bth = BthRepr::new(p.opcode, self.dest_qp, p.psn);
+        bth.ack_req = p.ack_req;
+        bth.solicited = p.solicited;
+        bth.pkey = self.pkey;
+        let mut r = FrameRepr::roce(self.smac, self.dmac, self.ip, self.src_port, bth);
+        r.ext = p.ext;
+        let at = r.emit_headers(payload_len, buf).ok()?;
+        fill(&mut buf[at]);
+        let len = r.frame_len(payload_len);
+        seal(&mut buf[..len], r.eth.header_len()).ok()?;
+        Some(len)
+    }
+
+    /// The ECN codepoint the QP's packets carry.
+    pub fn ecn(&self) -> Ecn {
+        self.ip.ecn()
+    }
+}

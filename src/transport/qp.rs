@@ -1,0 +1,491 @@
+//! The QP state machine and its attributes (IBTA §10.3.1, §11.2.5;
+//! reference B.10): RESET -> INIT -> RTR -> RTS <-> SQD, any -> ERR or
+//! RESET. Each transition names the attributes it requires and those it
+//! allows; [`check_transition`] is the one place that says so. A missing,
+//! unexpected or out-of-range attribute is an [`Error`], never a panic.
+
+use super::Error;
+use crate::wire::MacAddr;
+use core::net::IpAddr;
+
+/// QP states (`ibv_qp_state`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum QpState {
+    Reset,
+    Init,
+    /// Ready to receive: the responder runs.
+    Rtr,
+    /// Ready to send: requester and responder run.
+    Rts,
+    /// Send queue drain: no new message starts.
+    Sqd,
+    /// Send queue error (UC / UD only; never entered by RC).
+    Sqe,
+    Err,
+}
+
+/// Path MTU (`ibv_mtu`, IBTA §9.7.7.2.x: 256..4096).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub enum Mtu {
+    Mtu256 = 1,
+    Mtu512 = 2,
+    Mtu1024 = 3,
+    Mtu2048 = 4,
+    Mtu4096 = 5,
+}
+
+impl Mtu {
+    pub const ALL: [Mtu; 5] = [
+        Mtu::Mtu256,
+        Mtu::Mtu512,
+        Mtu::Mtu1024,
+        Mtu::Mtu2048,
+        Mtu::Mtu4096,
+    ];
+    pub const fn bytes(self) -> u32 {
+        128 << (self as u32)
+    }
+    /// The MTU of `n` bytes, if it is one of the five.
+    pub fn from_bytes(n: u32) -> Option<Mtu> {
+        Mtu::ALL.into_iter().find(|m| m.bytes() == n)
+    }
+}
+
+/// Address vector of the remote end (`ibv_ah_attr` with its GRH, which
+/// RoCE requires).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AddressVector {
+    /// Remote GID as an IP address (an IPv4 GID is `::ffff:a.b.c.d`).
+    pub dgid: IpAddr,
+    pub dmac: MacAddr,
+    /// Index of the local GID (our source address) in the device's table.
+    pub sgid_index: u8,
+    pub hop_limit: u8,
+    /// DSCP (bits 7..2) and ECN (bits 1..0) of every packet.
+    pub traffic_class: u8,
+    pub flow_label: u32,
+    /// UDP source port; `None` uses the kernel's formula over both QPNs.
+    pub src_port: Option<u16>,
+}
+
+/// Attributes of a QP (`ibv_qp_attr`); [`AttrMask`] says which are given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QpAttr {
+    pub qp_state: QpState,
+    pub cur_qp_state: QpState,
+    pub pkey_index: u16,
+    pub port_num: u8,
+    pub qp_access_flags: super::Access,
+    pub path_mtu: Mtu,
+    pub dest_qp_num: u32,
+    pub rq_psn: u32,
+    pub sq_psn: u32,
+    pub max_dest_rd_atomic: u8,
+    pub max_rd_atomic: u8,
+    /// RNR NAK timer code the responder sends (reference B.5).
+    pub min_rnr_timer: u8,
+    /// Local ACK timeout exponent: 4.096 µs x 2^timeout, 0 = none.
+    pub timeout: u8,
+    pub retry_cnt: u8,
+    /// 7 = retry forever.
+    pub rnr_retry: u8,
+    pub ah_attr: Option<AddressVector>,
+    pub en_sqd_async_notify: bool,
+}
+
+impl Default for QpAttr {
+    fn default() -> QpAttr {
+        QpAttr {
+            qp_state: QpState::Reset,
+            cur_qp_state: QpState::Reset,
+            pkey_index: 0,
+            port_num: 1,
+            qp_access_flags: super::Access::NONE,
+            path_mtu: Mtu::Mtu1024,
+            dest_qp_num: 0,
+            rq_psn: 0,
+            sq_psn: 0,
+            max_dest_rd_atomic: 0,
+            max_rd_atomic: 0,
+            min_rnr_timer: 0,
+            timeout: 0,
+            retry_cnt: 0,
+            rnr_retry: 0,
+            ah_attr: None,
+            en_sqd_async_notify: false,
+        }
+    }
+}
+
+/// Which attributes a `modify_qp` gives (`ibv_qp_attr_mask`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub struct AttrMask(u32);
+
+impl AttrMask {
+    pub const STATE: AttrMask = AttrMask(1 << 0);
+    pub const CUR_STATE: AttrMask = AttrMask(1 << 1);
+    pub const EN_SQD_ASYNC_NOTIFY: AttrMask = AttrMask(1 << 2);
+    pub const ACCESS_FLAGS: AttrMask = AttrMask(1 << 3);
+    pub const PKEY_INDEX: AttrMask = AttrMask(1 << 4);
+    pub const PORT: AttrMask = AttrMask(1 << 5);
+    pub const AV: AttrMask = AttrMask(1 << 7);
+    pub const PATH_MTU: AttrMask = AttrMask(1 << 8);
+    pub const TIMEOUT: AttrMask = AttrMask(1 << 9);
+    pub const RETRY_CNT: AttrMask = AttrMask(1 << 10);
+    pub const RNR_RETRY: AttrMask = AttrMask(1 << 11);
+    pub const RQ_PSN: AttrMask = AttrMask(1 << 12);
+    pub const MAX_QP_RD_ATOMIC: AttrMask = AttrMask(1 << 13);
+    pub const ALT_PATH: AttrMask = AttrMask(1 << 14);
+    pub const MIN_RNR_TIMER: AttrMask = AttrMask(1 << 15);
+    pub const SQ_PSN: AttrMask = AttrMask(1 << 16);
+    pub const MAX_DEST_RD_ATOMIC: AttrMask = AttrMask(1 << 17);
+    pub const PATH_MIG_STATE: AttrMask = AttrMask(1 << 18);
+    pub const DEST_QPN: AttrMask = AttrMask(1 << 20);
+
+    pub const NONE: AttrMask = AttrMask(0);
+
+    const NAMES: [(AttrMask, &'static str); 19] = [
+        (AttrMask::STATE, "STATE"),
+        (AttrMask::CUR_STATE, "CUR_STATE"),
+        (AttrMask::EN_SQD_ASYNC_NOTIFY, "EN_SQD_ASYNC_NOTIFY"),
+        (AttrMask::ACCESS_FLAGS, "ACCESS_FLAGS"),
+        (AttrMask::PKEY_INDEX, "PKEY_INDEX"),
+        (AttrMask::PORT, "PORT"),
+        (AttrMask::AV, "AV"),
+        (AttrMask::PATH_MTU, "PATH_MTU"),
+        (AttrMask::TIMEOUT, "TIMEOUT"),
+        (AttrMask::RETRY_CNT, "RETRY_CNT"),
+        (AttrMask::RNR_RETRY, "RNR_RETRY"),
+        (AttrMask::RQ_PSN, "RQ_PSN"),
+        (AttrMask::MAX_QP_RD_ATOMIC, "MAX_QP_RD_ATOMIC"),
+        (AttrMask::ALT_PATH, "ALT_PATH"),
+        (AttrMask::MIN_RNR_TIMER, "MIN_RNR_TIMER"),
+        (AttrMask::SQ_PSN, "SQ_PSN"),
+        (AttrMask::MAX_DEST_RD_ATOMIC, "MAX_DEST_RD_ATOMIC"),
+        (AttrMask::PATH_MIG_STATE, "PATH_MIG_STATE"),
+        (AttrMask::DEST_QPN, "DEST_QPN"),
+    ];
+
+    pub const fn union(self, o: AttrMask) -> AttrMask {
+        AttrMask(self.0 | o.0)
+    }
+    pub const fn contains(self, o: AttrMask) -> bool {
+        self.0 & o.0 == o.0
+    }
+    const fn minus(self, o: AttrMask) -> AttrMask {
+        AttrMask(self.0 & !o.0)
+    }
+    /// The name of the lowest attribute in the mask.
+    fn first_name(self) -> &'static str {
+        AttrMask::NAMES
+            .iter()
+            .find(|(m, _)| self.0 & m.0 != 0)
+            .map_or("?", |(_, n)| n)
+    }
+}
+
+impl core::ops::BitOr for AttrMask {
+    type Output = AttrMask;
+    fn bitor(self, o: AttrMask) -> AttrMask {
+        self.union(o)
+    }
+}
+
+const fn m(list: &[AttrMask]) -> AttrMask {
+    let mut v = 0;
+    let mut i = 0;
+    while i < list.len() {
+        v |= list[i].0;
+        i += 1;
+    }
+    AttrMask(v)
+}
+
+/// The attributes an RC transition requires and those it allows
+/// (reference B.10; IBTA §11.2.5.2 table "QP state transition
+/// attributes"); `None` if the transition does not exist.
+pub fn transition_attrs(from: QpState, to: QpState) -> Option<(AttrMask, AttrMask)> {
+    use QpState::*;
+    const RTS_OPT: AttrMask = m(&[
+        AttrMask::CUR_STATE,
+        AttrMask::ACCESS_FLAGS,
+        AttrMask::MIN_RNR_TIMER,
+        AttrMask::ALT_PATH,
+        AttrMask::PATH_MIG_STATE,
+    ]);
+    Some(match (from, to) {
+        (_, Reset) | (_, Err) => (AttrMask::STATE, AttrMask::CUR_STATE),
+        (Reset, Init) => (
+            m(&[
+                AttrMask::STATE,
+                AttrMask::PKEY_INDEX,
+                AttrMask::PORT,
+                AttrMask::ACCESS_FLAGS,
+            ]),
+            AttrMask::NONE,
+        ),
+        (Init, Init) => (
+            AttrMask::STATE,
+            m(&[AttrMask::PKEY_INDEX, AttrMask::PORT, AttrMask::ACCESS_FLAGS]),
+        ),
+        (Init, Rtr) => (
+            m(&[
+                AttrMask::STATE,
+                AttrMask::AV,
+                AttrMask::PATH_MTU,
+                AttrMask::DEST_QPN,
+                AttrMask::RQ_PSN,
+                AttrMask::MAX_DEST_RD_ATOMIC,
+                AttrMask::MIN_RNR_TIMER,
+            ]),
+            m(&[
+                AttrMask::ALT_PATH,
+                AttrMask::ACCESS_FLAGS,
+                AttrMask::PKEY_INDEX,
+            ]),
+        ),
+        (Rtr, Rts) => (
+            m(&[
+                AttrMask::STATE,
+                AttrMask::TIMEOUT,
+                AttrMask::RETRY_CNT,
+                AttrMask::RNR_RETRY,
+                AttrMask::SQ_PSN,
+                AttrMask::MAX_QP_RD_ATOMIC,
+            ]),
+            RTS_OPT,
+        ),
+        (Rts, Rts) | (Sqd, Rts) => (AttrMask::STATE, RTS_OPT),
+        (Rts, Sqd) => (AttrMask::STATE, AttrMask::EN_SQD_ASYNC_NOTIFY),
+        (Sqd, Sqd) => (
+            AttrMask::STATE,
+            RTS_OPT.union(m(&[
+                AttrMask::AV,
+                AttrMask::TIMEOUT,
+                AttrMask::RETRY_CNT,
+                AttrMask::RNR_RETRY,
+                AttrMask::MAX_QP_RD_ATOMIC,
+                AttrMask::MAX_DEST_RD_ATOMIC,
+                AttrMask::PKEY_INDEX,
+                AttrMask::PORT,
+            ])),
+        ),
+        _ => return None,
+    })
+}
+
+/// Device limits a QP's attributes are checked against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    pub max_rd_atomic: u8,
+    pub pkeys: usize,
+    pub gids: usize,
+}
+
+/// Checks a `modify_qp` from `cur` with `attr` / `mask`; the error names
+/// what is wrong.
+pub fn check_transition(
+    cur: QpState,
+    attr: &QpAttr,
+    mask: AttrMask,
+    lim: &Limits,
+) -> Result<QpState, Error> {
+    let to = if mask.contains(AttrMask::STATE) {
+        attr.qp_state
+    } else {
+        cur
+    };
+    if mask.contains(AttrMask::CUR_STATE) && attr.cur_qp_state != cur {
+        return Err(Error::InvalidAttr(
+            "CUR_STATE does not match the QP's state",
+        ));
+    }
+    let (req, opt) = transition_attrs(cur, to).ok_or(Error::InvalidTransition { from: cur, to })?;
+    let missing = req.minus(mask);
+    if missing != AttrMask::NONE {
+        return Err(Error::MissingAttr(missing.first_name()));
+    }
+    let extra = mask.minus(req.union(opt));
+    if extra != AttrMask::NONE {
+        return Err(Error::UnexpectedAttr(extra.first_name()));
+    }
+    let range = |on: AttrMask, ok: bool, what: &'static str| {
+        if mask.contains(on) && !ok {
+            Err(Error::InvalidAttr(what))
+        } else {
+            Ok(())
+        }
+    };
+    range(AttrMask::PORT, attr.port_num == 1, "port_num must be 1")?;
+    range(
+        AttrMask::PKEY_INDEX,
+        (attr.pkey_index as usize) < lim.pkeys,
+        "pkey_index beyond the P_Key table",
+    )?;
+    range(
+        AttrMask::DEST_QPN,
+        attr.dest_qp_num <= 0x00FF_FFFF,
+        "dest_qp_num is 24 bits",
+    )?;
+    range(
+        AttrMask::RQ_PSN,
+        attr.rq_psn <= 0x00FF_FFFF,
+        "rq_psn is 24 bits",
+    )?;
+    range(
+        AttrMask::SQ_PSN,
+        attr.sq_psn <= 0x00FF_FFFF,
+        "sq_psn is 24 bits",
+    )?;
+    range(AttrMask::TIMEOUT, attr.timeout <= 31, "timeout is 0..31")?;
+    range(
+        AttrMask::RETRY_CNT,
+        attr.retry_cnt <= 7,
+        "retry_cnt is 0..7",
+    )?;
+    range(
+        AttrMask::RNR_RETRY,
+        attr.rnr_retry <= 7,
+        "rnr_retry is 0..7",
+    )?;
+    range(
+        AttrMask::MIN_RNR_TIMER,
+        attr.min_rnr_timer <= 31,
+        "min_rnr_timer is 0..31",
+    )?;
+    range(
+        AttrMask::MAX_QP_RD_ATOMIC,
+        attr.max_rd_atomic <= lim.max_rd_atomic,
+        "max_rd_atomic above the device's limit",
+    )?;
+    range(
+        AttrMask::MAX_DEST_RD_ATOMIC,
+        attr.max_dest_rd_atomic <= lim.max_rd_atomic,
+        "max_dest_rd_atomic above the device's limit",
+    )?;
+    if mask.contains(AttrMask::AV) {
+        let av = attr
+            .ah_attr
+            .as_ref()
+            .ok_or(Error::InvalidAttr("AV given without an address vector"))?;
+        if av.sgid_index as usize >= lim.gids {
+            return Err(Error::InvalidAttr("sgid_index beyond the GID table"));
+        }
+        if av.flow_label > 0xF_FFFF {
+            return Err(Error::InvalidAttr("flow_label is 20 bits"));
+        }
+        if av.dmac.0[0] & 1 != 0 {
+            return Err(Error::InvalidAttr("dmac is a multicast address"));
+        }
+    }
+    Ok(to)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::Access;
+    use QpState::{Init, Reset, Rtr, Rts, Sqd};
+    const ERR: QpState = QpState::Err;
+
+    const LIM: Limits = Limits {
+        max_rd_atomic: 16,
+        pkeys: 1,
+        gids: 2,
+    };
+
+    fn to(s: QpState) -> QpAttr {
+        QpAttr {
+            qp_state: s,
+            ..QpAttr::default()
+        }
+    }
+
+    #[test]
+    fn every_rc_transition_of_b10() {
+        let init = AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::ACCESS_FLAGS;
+        assert_eq!(check_transition(Reset, &to(Init), init, &LIM), Ok(Init));
+        assert_eq!(
+            check_transition(Reset, &to(Init), AttrMask::STATE | AttrMask::PORT, &LIM),
+            Err(Error::MissingAttr("ACCESS_FLAGS"))
+        );
+        assert_eq!(
+            check_transition(Reset, &to(Rts), AttrMask::STATE, &LIM),
+            Err(Error::InvalidTransition {
+                from: Reset,
+                to: Rts
+            })
+        );
+        let mut a = to(Rtr);
+        a.ah_attr = Some(AddressVector {
+            dgid: "198.18.0.2".parse().unwrap(),
+            dmac: MacAddr([2, 0, 0, 0, 0, 2]),
+            sgid_index: 0,
+            hop_limit: 64,
+            traffic_class: 0,
+            flow_label: 0,
+            src_port: None,
+        });
+        let rtr = AttrMask::STATE
+            | AttrMask::AV
+            | AttrMask::PATH_MTU
+            | AttrMask::DEST_QPN
+            | AttrMask::RQ_PSN
+            | AttrMask::MAX_DEST_RD_ATOMIC
+            | AttrMask::MIN_RNR_TIMER;
+        assert_eq!(check_transition(Init, &a, rtr, &LIM), Ok(Rtr));
+        assert_eq!(
+            check_transition(Init, &a, rtr | AttrMask::SQ_PSN, &LIM),
+            Err(Error::UnexpectedAttr("SQ_PSN"))
+        );
+        a.dest_qp_num = 1 << 24;
+        assert!(matches!(
+            check_transition(Init, &a, rtr, &LIM),
+            Err(Error::InvalidAttr(_))
+        ));
+        let rts = AttrMask::STATE
+            | AttrMask::TIMEOUT
+            | AttrMask::RETRY_CNT
+            | AttrMask::RNR_RETRY
+            | AttrMask::SQ_PSN
+            | AttrMask::MAX_QP_RD_ATOMIC;
+        assert_eq!(check_transition(Rtr, &to(Rts), rts, &LIM), Ok(Rts));
+        let mut r = to(Rts);
+        r.retry_cnt = 8;
+        assert_eq!(
+            check_transition(Rtr, &r, rts, &LIM),
+            Err(Error::InvalidAttr("retry_cnt is 0..7"))
+        );
+        assert_eq!(
+            check_transition(Rts, &to(Sqd), AttrMask::STATE, &LIM),
+            Ok(Sqd)
+        );
+        assert_eq!(
+            check_transition(Sqd, &to(Rts), AttrMask::STATE, &LIM),
+            Ok(Rts)
+        );
+        for s in [Reset, Init, Rtr, Rts, Sqd, ERR] {
+            assert_eq!(
+                check_transition(s, &to(ERR), AttrMask::STATE, &LIM),
+                Ok(ERR)
+            );
+            assert_eq!(
+                check_transition(s, &to(Reset), AttrMask::STATE, &LIM),
+                Ok(Reset)
+            );
+        }
+        assert!(check_transition(ERR, &to(Rts), AttrMask::STATE, &LIM).is_err());
+        let mut c = to(Rts);
+        c.cur_qp_state = Rtr;
+        c.qp_access_flags = Access::REMOTE_READ;
+        assert!(check_transition(Rts, &c, AttrMask::STATE | AttrMask::CUR_STATE, &LIM).is_err());
+    }
+
+    #[test]
+    fn mtu_values() {
+        assert_eq!(Mtu::Mtu256.bytes(), 256);
+        assert_eq!(Mtu::Mtu4096.bytes(), 4096);
+        assert_eq!(Mtu::from_bytes(2048), Some(Mtu::Mtu2048));
+        assert_eq!(Mtu::from_bytes(1500), None);
+    }
+}

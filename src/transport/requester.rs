@@ -1,0 +1,436 @@
+//! The requester: send-queue work requests -> request packets (IBTA
+//! §9.7.4 and §9.7.5.1; reference B.6, B.9).
+//!
+//! Each work request becomes one message: SEND and RDMA WRITE are cut at
+//! the path MTU into FIRST / MIDDLE.. / LAST packets (ONLY when one packet
+//! holds it; FIRST and MIDDLE carry exactly one MTU); a READ is one request
+//! packet that consumes as many PSNs as its response has packets; an atomic
+//! is one packet and one PSN. AckReq is set on the last packet of every
+//! message and after every `ack_req_every` packets. A work request gets its
+//! PSNs when its first packet leaves and keeps them for every
+//! retransmission, so going back to a PSN ([`Requester::rewind`]) resumes
+//! mid-message with the MIDDLE / LAST opcode and the right offset, and a
+//! READ resumes with a RETH moved by the packets already answered.
+//!
+//! The completer half ([`super::completer`]) acknowledges, retries and
+//! completes; both share this state.
+
+use super::mr::{Access, MrTable, PdId};
+use super::path::{Packet, Path};
+use super::wr::{Payload, SendOp, SendWr, WcStatus};
+use super::QpCounters;
+use crate::time::{Duration, Instant};
+use crate::wire::ext::{AtomicEthRepr, RethRepr};
+use crate::wire::opcode::Op;
+use crate::wire::{ExtHeaders, Opcode, Psn};
+use std::collections::VecDeque;
+
+/// A posted send work request and its progress.
+#[derive(Debug)]
+pub(crate) struct SendWqe {
+    pub wr: SendWr,
+    pub len: u32,
+    /// PSN of its first packet, once sent.
+    pub first_psn: Option<Psn>,
+    /// PSNs it uses (READ: response packets).
+    pub npkts: u32,
+    /// A local error found when it was about to be sent.
+    pub local_error: Option<WcStatus>,
+    /// Its response arrived in full (READ, atomic).
+    pub done: bool,
+}
+
+impl SendWqe {
+    pub fn last_psn(&self) -> Option<Psn> {
+        self.first_psn.map(|f| f.add(self.npkts - 1))
+    }
+    pub fn contains(&self, psn: Psn) -> bool {
+        self.first_psn.is_some_and(|f| psn.in_range(f, self.npkts))
+    }
+}
+
+/// Packets a message of `len` bytes needs at `mtu`.
+pub(crate) fn packets(len: u32, mtu: u32) -> u32 {
+    len.div_ceil(mtu).max(1)
+}
+
+/// Tunables of a QP's transport that are not IBTA attributes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct QpConfig {
+    /// Set AckReq at least every this many packets (rxe: 64).
+    pub ack_req_every: u32,
+    /// Most request PSNs outstanding at once.
+    pub max_inflight: u32,
+    /// The responder also ACKs every this many packets without AckReq
+    /// (0: only when AckReq is set, like rxe).
+    pub ack_every: u32,
+}
+
+impl Default for QpConfig {
+    fn default() -> QpConfig {
+        QpConfig {
+            ack_req_every: 64,
+            max_inflight: 1024,
+            ack_every: 0,
+        }
+    }
+}
+
+impl QpConfig {
+    pub fn check(&self) -> Result<(), super::Error> {
+        if self.ack_req_every == 0 {
+            return Err(super::Error::InvalidArgument(
+                "ack_req_every must be at least 1",
+            ));
+        }
+        if self.max_inflight == 0 || self.max_inflight > Psn::HALF / 2 {
+            return Err(super::Error::InvalidArgument(
+                "max_inflight must be in 1..=4194304",
+            ));
+        }
+        if self.ack_req_every > self.max_inflight {
+            return Err(super::Error::InvalidArgument(
+                "ack_req_every must not exceed max_inflight",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// What the requester and completer of one QP hold.
+#[derive(Debug)]
+pub(crate) struct Requester {
+    pub sq: VecDeque<SendWqe>,
+    pub max_send_wr: usize,
+    pub cfg: QpConfig,
+    /// Index in `sq` of the work request the next packet comes from.
+    pub next: usize,
+    /// Packet index within it.
+    pub next_pkt: u32,
+    /// PSN of the next packet sent (new or again).
+    pub psn: Psn,
+    /// One past the highest PSN ever sent.
+    pub max_psn: Psn,
+    /// PSN of the oldest packet not acknowledged.
+    pub comp_psn: Psn,
+    /// READs and atomics sent and not answered.
+    pub rd_atomic_outstanding: u32,
+    pub retry_left: u8,
+    pub rnr_left: u8,
+    /// Local ACK timer deadline.
+    pub timer: Option<Instant>,
+    /// No packet leaves before this (RNR NAK wait).
+    pub rnr_until: Option<Instant>,
+    /// The PSN the last retry went back to, until the next progress: a
+    /// second NAK for it is a duplicate.
+    pub rewound_at: Option<Psn>,
+    pub since_ackreq: u32,
+    /// A work request failed locally: nothing after it is sent.
+    pub stopped: bool,
+    /// SQD reached with nothing outstanding has been reported.
+    pub drained_reported: bool,
+}
+
+/// What the requester needs of its QP to build a packet.
+pub(crate) struct TxEnv<'a> {
+    pub path: &'a Path,
+    pub mtu: u32,
+    pub pd: PdId,
+    pub max_rd_atomic: u32,
+    /// The local ACK timeout, `None` for "no timer".
+    pub timeout: Option<Duration>,
+    /// In SQD no new message starts.
+    pub draining: bool,
+    pub mrs: &'a MrTable,
+    pub counters: &'a mut QpCounters,
+}
+
+/// Why the requester sent nothing.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum TxOutcome {
+    Sent(usize),
+    Idle,
+    /// The work request at the head failed locally: the QP must go to ERR.
+    Fatal(WcStatus),
+}
+
+impl Requester {
+    pub fn new(max_send_wr: usize, cfg: QpConfig) -> Requester {
+        Requester {
+            sq: VecDeque::with_capacity(max_send_wr.min(4096)),
+            max_send_wr,
+            cfg,
+            next: 0,
+            next_pkt: 0,
+            psn: Psn::new(0),
+            max_psn: Psn::new(0),
+            comp_psn: Psn::new(0),
+            rd_atomic_outstanding: 0,
+            retry_left: 0,
+            rnr_left: 0,
+            timer: None,
+            rnr_until: None,
+            rewound_at: None,
+            since_ackreq: 0,
+            stopped: false,
+            drained_reported: false,
+        }
+    }
+
+    /// Starts the send PSN space at RTR -> RTS.
+    pub fn start(&mut self, sq_psn: Psn, retry_cnt: u8, rnr_retry: u8) {
+        self.psn = sq_psn;
+        self.max_psn = sq_psn;
+        self.comp_psn = sq_psn;
+        self.retry_left = retry_cnt;
+        self.rnr_left = rnr_retry;
+    }
+
+    /// Packets sent and not acknowledged, or a work request in flight.
+    pub fn outstanding(&self) -> bool {
+        self.comp_psn != self.max_psn
+            || self
+                .sq
+                .iter()
+                .take(self.next)
+                .any(|w| !w.done && w.first_psn.is_some())
+    }
+
+    /// Goes back to `to`: the next packet sent is the one with that PSN.
+    pub fn rewind(&mut self, to: Psn) {
+        for (i, w) in self.sq.iter().enumerate() {
+            match w.first_psn {
+                Some(f) if to.in_range(f, w.npkts) => {
+                    self.next = i;
+                    self.next_pkt = to.diff(f) as u32;
+                    self.psn = to;
+                    return;
+                }
+                Some(_) => {}
+                None => {
+                    self.next = i;
+                    self.next_pkt = 0;
+                    self.psn = to;
+                    return;
+                }
+            }
+        }
+        self.next = self.sq.len();
+        self.next_pkt = 0;
+        self.psn = to;
+    }
+
+    /// Builds the next request packet into `buf`.
+    pub fn poll(&mut self, env: &mut TxEnv<'_>, now: Instant, buf: &mut [u8]) -> TxOutcome {
+        if self.stopped || self.rnr_until.is_some_and(|t| now < t) {
+            return TxOutcome::Idle;
+        }
+        self.rnr_until = None;
+        let Some(w) = self.sq.get(self.next) else {
+            return TxOutcome::Idle;
+        };
+        let retransmit = self.psn.before(self.max_psn);
+        if w.first_psn.is_none() {
+            // A new message: the rules that gate its start.
+            if env.draining {
+                return TxOutcome::Idle;
+            }
+            if w.wr.fence && self.rd_atomic_outstanding > 0 {
+                return TxOutcome::Idle;
+            }
+            if w.wr.op.is_read_or_atomic() && self.rd_atomic_outstanding >= env.max_rd_atomic {
+                return TxOutcome::Idle;
+            }
+        }
+        let npkts_now = match w.wr.op {
+            SendOp::Read { .. } => w.first_psn.map_or_else(
+                || packets(w.len, env.mtu),
+                |f| w.npkts - self.psn.diff(f) as u32,
+            ),
+            _ => 1,
+        };
+        let inflight = self.psn.diff(self.comp_psn).max(0) as u32;
+        if !retransmit && inflight > 0 && inflight + npkts_now > self.cfg.max_inflight {
+            return TxOutcome::Idle;
+        }
+        if w.first_psn.is_none() {
+            // Check the local buffers once, when the message starts.
+            let need = if w.wr.op.writes_local() {
+                Access::LOCAL_WRITE
+            } else {
+                Access::NONE
+            };
+            let bad = match &w.wr.payload {
+                Payload::Sges(s) => env.mrs.check_sges(env.pd, s, need).is_err(),
+                Payload::Inline(_) => false,
+            };
+            let idx = self.next;
+            let w = &mut self.sq[idx];
+            if bad {
+                w.local_error = Some(WcStatus::LocProtErr);
+                self.stopped = true;
+                if idx == 0 {
+                    return TxOutcome::Fatal(WcStatus::LocProtErr);
+                }
+                return TxOutcome::Idle;
+            }
+            w.first_psn = Some(self.psn);
+            w.npkts = match w.wr.op {
+                SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. } => 1,
+                _ => packets(w.len, env.mtu),
+            };
+            if w.wr.op.is_read_or_atomic() {
+                self.rd_atomic_outstanding += 1;
+            }
+            env.counters.rdma_sends += 1;
+        }
+        let Some(n) = self.emit(env, buf) else {
+            return TxOutcome::Idle;
+        };
+        if retransmit {
+            env.counters.retransmitted_pkts += 1;
+        }
+        if self.psn.after(self.max_psn) {
+            self.max_psn = self.psn;
+        }
+        if self.timer.is_none() {
+            self.timer = env.timeout.map(|t| now + t);
+        }
+        TxOutcome::Sent(n)
+    }
+
+    /// Writes the packet `next_pkt` of `sq[next]` and moves on.
+    fn emit(&mut self, env: &mut TxEnv<'_>, buf: &mut [u8]) -> Option<usize> {
+        let mtu = env.mtu;
+        let w = &self.sq[self.next];
+        let first = w.first_psn?;
+        let k = self.next_pkt;
+        let psn = first.add(k);
+        let mut ext = ExtHeaders::default();
+        let (opcode, payload_len, consumed, last) = match w.wr.op {
+            SendOp::Read { remote_addr, rkey } => {
+                let off = k as u64 * mtu as u64;
+                ext.reth = Some(RethRepr {
+                    va: remote_addr.wrapping_add(off),
+                    rkey,
+                    dma_len: w.len - off as u32,
+                });
+                (Opcode::rc(Op::RdmaReadRequest), 0, w.npkts - k, true)
+            }
+            SendOp::CompareSwap {
+                remote_addr,
+                rkey,
+                compare,
+                swap,
+            } => {
+                ext.atomic = Some(AtomicEthRepr {
+                    va: remote_addr,
+                    rkey,
+                    swap_add: swap,
+                    compare,
+                });
+                (Opcode::rc(Op::CompareSwap), 0, 1, true)
+            }
+            SendOp::FetchAdd {
+                remote_addr,
+                rkey,
+                add,
+            } => {
+                ext.atomic = Some(AtomicEthRepr {
+                    va: remote_addr,
+                    rkey,
+                    swap_add: add,
+                    compare: 0,
+                });
+                (Opcode::rc(Op::FetchAdd), 0, 1, true)
+            }
+            op => {
+                let n = w.npkts;
+                let pos_first = k == 0;
+                let pos_last = k + 1 == n;
+                let off = k * mtu;
+                let len = (w.len - off).min(mtu) as usize;
+                let code = message_opcode(&op, pos_first, pos_last);
+                if pos_first {
+                    if let SendOp::Write {
+                        remote_addr, rkey, ..
+                    }
+                    | SendOp::WriteWithImm {
+                        remote_addr, rkey, ..
+                    } = op
+                    {
+                        ext.reth = Some(RethRepr {
+                            va: remote_addr,
+                            rkey,
+                            dma_len: w.len,
+                        });
+                    }
+                }
+                if pos_last {
+                    match op {
+                        SendOp::SendWithImm(imm) | SendOp::WriteWithImm { imm, .. } => {
+                            ext.imm = Some(imm)
+                        }
+                        SendOp::SendWithInv(rkey) => ext.ieth = Some(rkey),
+                        _ => {}
+                    }
+                }
+                (code, len, 1, pos_last)
+            }
+        };
+        let ack_req = last || self.since_ackreq + 1 >= self.cfg.ack_req_every;
+        let pkt = Packet {
+            opcode,
+            psn,
+            ack_req,
+            solicited: last && w.wr.solicited,
+            ext,
+        };
+        let off = k as u64 * mtu as u64;
+        let mrs = env.mrs;
+        let n = env
+            .path
+            .emit(&pkt, payload_len, buf, |dst| match &w.wr.payload {
+                Payload::Inline(b) => {
+                    dst.copy_from_slice(&b[off as usize..off as usize + dst.len()])
+                }
+                Payload::Sges(s) => mrs.gather(s, off, dst),
+            })?;
+        env.counters.sent_pkts += 1;
+        self.since_ackreq = if ack_req { 0 } else { self.since_ackreq + 1 };
+        self.psn = psn.add(consumed);
+        if last {
+            self.next += 1;
+            self.next_pkt = 0;
+        } else {
+            self.next_pkt += 1;
+        }
+        Some(n)
+    }
+}
+
+/// The opcode of a SEND or WRITE packet by its place in the message
+/// (IBTA §9.4.1; reference B.3).
+fn message_opcode(op: &SendOp, first: bool, last: bool) -> Opcode {
+    use Op::*;
+    let o = match (op, first, last) {
+        (SendOp::Send, true, true) => SendOnly,
+        (SendOp::SendWithImm(_), true, true) => SendOnlyWithImmediate,
+        (SendOp::SendWithInv(_), true, true) => SendOnlyWithInvalidate,
+        (SendOp::Send | SendOp::SendWithImm(_) | SendOp::SendWithInv(_), true, false) => SendFirst,
+        (SendOp::Send | SendOp::SendWithImm(_) | SendOp::SendWithInv(_), false, false) => {
+            SendMiddle
+        }
+        (SendOp::Send, false, true) => SendLast,
+        (SendOp::SendWithImm(_), false, true) => SendLastWithImmediate,
+        (SendOp::SendWithInv(_), false, true) => SendLastWithInvalidate,
+        (SendOp::WriteWithImm { .. }, true, true) => RdmaWriteOnlyWithImmediate,
+        (_, true, true) => RdmaWriteOnly,
+        (_, true, false) => RdmaWriteFirst,
+        (_, false, false) => RdmaWriteMiddle,
+        (SendOp::WriteWithImm { .. }, false, true) => RdmaWriteLastWithImmediate,
+        (_, false, true) => RdmaWriteLast,
+    };
+    Opcode::rc(o)
+}
