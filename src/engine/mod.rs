@@ -19,6 +19,7 @@
 pub mod datapath;
 pub mod linktest;
 pub mod probe;
+pub mod rc;
 
 use crate::backend::{Backend, Burst, FrameBuf};
 use crate::time::{Clock, Instant};

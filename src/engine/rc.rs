@@ -1,0 +1,309 @@
+//! Glue between the RC transport and any backend: [`pump`] moves one
+//! round of frames between a [`Device`] and a [`Backend`] queue (the same
+//! function drives a DPDK port and a simulated host), and [`SimNet`] runs
+//! devices on the simulator's fabric in virtual time.
+
+use crate::backend::sim::{Fabric, HostId, Link, LinkConfig, SimError};
+use crate::backend::{Backend, Burst, FrameBuf};
+use crate::time::{Duration, Instant};
+use crate::transport::{AddressVector, AttrMask, Device, DeviceConfig, Mtu, QpAttr, QpState};
+use crate::wire::MacAddr;
+use core::net::IpAddr;
+
+/// The largest frame the transport writes (4096 B MTU + headers).
+pub const MAX_FRAME: usize = 4096 + 256;
+
+/// What one [`pump`] moved.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PumpStats {
+    pub rx: usize,
+    pub tx: usize,
+}
+
+/// One round: every frame the queue has goes to the device, the timers due
+/// at `now` run, then every frame the device has ready is written and sent
+/// (a burst at a time). Frames the queue could not take stay in `pending`
+/// for the next round, in order; the device stops being asked for more
+/// while `pending` is full.
+pub fn pump<B: Backend>(
+    dev: &mut Device,
+    port: &mut B,
+    now: Instant,
+    pending: &mut Burst<B::Buf>,
+) -> PumpStats {
+    let mut st = PumpStats::default();
+    let mut rx = Burst::new();
+    loop {
+        let n = port.rx_burst(&mut rx);
+        for f in rx.iter() {
+            dev.handle(now, f.data());
+        }
+        port.free_burst(&mut rx);
+        st.rx += n;
+        if n == 0 {
+            break;
+        }
+    }
+    if dev.poll_timeout().is_some_and(|t| t <= now) {
+        dev.handle_timeout(now);
+    }
+    loop {
+        while !pending.is_full() {
+            let Some(mut b) = port.alloc() else { break };
+            let Some(dst) = b.append(MAX_FRAME) else {
+                break;
+            };
+            match dev.poll_transmit(now, dst) {
+                Some(len) => {
+                    b.truncate(len);
+                    pending.push(b);
+                }
+                None => break,
+            }
+        }
+        if pending.is_empty() {
+            break;
+        }
+        let full = pending.is_full();
+        st.tx += port.tx_burst(pending);
+        if !full || !pending.is_empty() {
+            break;
+        }
+    }
+    st
+}
+
+/// A host of a [`SimNet`]: its device and where it sits on the fabric.
+pub struct SimHost {
+    pub dev: Device,
+    pub host: HostId,
+    pending: Burst<crate::backend::loopback::VecBuf>,
+}
+
+/// Devices on a simulated fabric, in virtual time.
+pub struct SimNet {
+    pub fabric: Fabric,
+    pub hosts: Vec<SimHost>,
+}
+
+/// The attributes two QPs are connected with by [`SimNet::connect_qps`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectParams {
+    pub mtu: Mtu,
+    pub timeout: u8,
+    pub retry_cnt: u8,
+    pub rnr_retry: u8,
+    pub min_rnr_timer: u8,
+    pub max_rd_atomic: u8,
+    pub access: crate::transport::Access,
+    /// First PSN each side sends (the other side's RQ PSN).
+    pub psn_a: u32,
+    pub psn_b: u32,
+    pub traffic_class: u8,
+}
+
+impl Default for ConnectParams {
+    fn default() -> ConnectParams {
+        use crate::transport::Access;
+        ConnectParams {
+            mtu: Mtu::Mtu1024,
+            timeout: 14,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            min_rnr_timer: 1,
+            max_rd_atomic: 16,
+            access: Access::LOCAL_WRITE
+                | Access::REMOTE_WRITE
+                | Access::REMOTE_READ
+                | Access::REMOTE_ATOMIC,
+            psn_a: 0,
+            psn_b: 0,
+            traffic_class: 0,
+        }
+    }
+}
+
+/// Brings QP `qpn` of `dev` through RESET -> INIT -> RTR -> RTS towards
+/// `remote_qpn` at `remote` (`ibv_modify_qp` three times, as
+/// ibv_rc_pingpong does).
+#[allow(clippy::too_many_arguments)]
+pub fn connect_qp(
+    dev: &mut Device,
+    qpn: u32,
+    remote_qpn: u32,
+    remote_mac: MacAddr,
+    remote_ip: IpAddr,
+    p: &ConnectParams,
+    sq_psn: u32,
+    rq_psn: u32,
+) -> Result<(), crate::transport::Error> {
+    let mut a = QpAttr {
+        qp_state: QpState::Init,
+        pkey_index: 0,
+        port_num: 1,
+        qp_access_flags: p.access,
+        ..QpAttr::default()
+    };
+    dev.modify_qp(
+        qpn,
+        &a,
+        AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::ACCESS_FLAGS,
+    )?;
+    a.qp_state = QpState::Rtr;
+    a.ah_attr = Some(AddressVector {
+        dgid: remote_ip,
+        dmac: remote_mac,
+        sgid_index: 0,
+        hop_limit: 64,
+        traffic_class: p.traffic_class,
+        flow_label: 0,
+        src_port: None,
+    });
+    a.path_mtu = p.mtu;
+    a.dest_qp_num = remote_qpn;
+    a.rq_psn = rq_psn;
+    a.max_dest_rd_atomic = p.max_rd_atomic;
+    a.min_rnr_timer = p.min_rnr_timer;
+    dev.modify_qp(
+        qpn,
+        &a,
+        AttrMask::STATE
+            | AttrMask::AV
+            | AttrMask::PATH_MTU
+            | AttrMask::DEST_QPN
+            | AttrMask::RQ_PSN
+            | AttrMask::MAX_DEST_RD_ATOMIC
+            | AttrMask::MIN_RNR_TIMER,
+    )?;
+    a.qp_state = QpState::Rts;
+    a.timeout = p.timeout;
+    a.retry_cnt = p.retry_cnt;
+    a.rnr_retry = p.rnr_retry;
+    a.sq_psn = sq_psn;
+    a.max_rd_atomic = p.max_rd_atomic;
+    dev.modify_qp(
+        qpn,
+        &a,
+        AttrMask::STATE
+            | AttrMask::TIMEOUT
+            | AttrMask::RETRY_CNT
+            | AttrMask::RNR_RETRY
+            | AttrMask::SQ_PSN
+            | AttrMask::MAX_QP_RD_ATOMIC,
+    )
+}
+
+impl SimNet {
+    pub fn new(seed: u64) -> SimNet {
+        SimNet {
+            fabric: Fabric::new(seed),
+            hosts: Vec::new(),
+        }
+    }
+
+    /// Adds a host with a device of this MAC and IP; returns its index.
+    pub fn add_host(&mut self, cfg: DeviceConfig) -> Result<usize, crate::transport::Error> {
+        let host = self.fabric.add_host(cfg.mac);
+        let dev = Device::new(cfg)?;
+        self.hosts.push(SimHost {
+            dev,
+            host,
+            pending: Burst::new(),
+        });
+        Ok(self.hosts.len() - 1)
+    }
+
+    /// A point-to-point link between hosts `a` and `b`.
+    pub fn connect(&mut self, a: usize, b: usize, cfg: LinkConfig) -> Result<Link, SimError> {
+        let (ha, hb) = (self.hosts[a].host, self.hosts[b].host);
+        self.fabric.connect(ha, hb, cfg)
+    }
+
+    pub fn now(&self) -> Instant {
+        self.fabric.now()
+    }
+
+    /// Connects QP `qa` of host `a` with QP `qb` of host `b`, both to RTS.
+    pub fn connect_qps(
+        &mut self,
+        a: usize,
+        qa: u32,
+        b: usize,
+        qb: u32,
+        p: &ConnectParams,
+    ) -> Result<(), crate::transport::Error> {
+        let (mac_a, ip_a) = {
+            let c = self.hosts[a].dev.config();
+            (c.mac, c.gids[0])
+        };
+        let (mac_b, ip_b) = {
+            let c = self.hosts[b].dev.config();
+            (c.mac, c.gids[0])
+        };
+        connect_qp(
+            &mut self.hosts[a].dev,
+            qa,
+            qb,
+            mac_b,
+            ip_b,
+            p,
+            p.psn_a,
+            p.psn_b,
+        )?;
+        connect_qp(
+            &mut self.hosts[b].dev,
+            qb,
+            qa,
+            mac_a,
+            ip_a,
+            p,
+            p.psn_b,
+            p.psn_a,
+        )
+    }
+
+    /// Pumps every host once at the current time; returns frames moved.
+    pub fn pump_all(&mut self) -> usize {
+        let now = self.fabric.now();
+        let mut moved = 0;
+        for h in self.hosts.iter_mut() {
+            let mut port = self.fabric.port(h.host);
+            let st = pump(&mut h.dev, &mut port, now, &mut h.pending);
+            moved += st.rx + st.tx;
+        }
+        moved
+    }
+
+    /// The next instant anything happens: a frame event or a device timer.
+    pub fn next_time(&self) -> Option<Instant> {
+        let dev = self.hosts.iter().filter_map(|h| h.dev.poll_timeout()).min();
+        match (self.fabric.next_event(), dev) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Runs until `done` holds (checked after every step), nothing is left
+    /// to happen, or virtual time passes `limit`. Returns whether `done`
+    /// held.
+    pub fn run_until(
+        &mut self,
+        limit: Duration,
+        mut done: impl FnMut(&mut SimNet) -> bool,
+    ) -> bool {
+        let end = self.fabric.now() + limit;
+        loop {
+            while self.pump_all() > 0 {}
+            if done(self) {
+                return true;
+            }
+            let Some(t) = self.next_time() else {
+                return false;
+            };
+            if t > end {
+                return false;
+            }
+            self.fabric.advance_to(t.max(self.fabric.now()));
+        }
+    }
+}
