@@ -1,0 +1,218 @@
+//! The RC transport's CPU cost, two devices wired back to back in one
+//! thread (no backend, no clock): every frame one emits the other handles.
+//!
+//! - `msg_64B/transport`: one signaled 64 B SEND, start to finish: post the
+//!   receive and the send, the requester builds the packet, the responder
+//!   checks, places and ACKs it, the completer retires it, both completions
+//!   are polled. Two frames, each emitted (ICRC included) and parsed (ICRC
+//!   checked).
+//! - `msg_64B/wire`: the baseline in the same run: the same two frames
+//!   emitted and parsed with their ICRC by `wire` alone, no transport.
+//! - `pkt_4KiB/transport`: one 4 KiB packet of a 256 KiB RDMA WRITE at
+//!   path MTU 4096 (64 packets + 1 ACK per message; one iteration is the
+//!   whole message, throughput in bytes so it compares with the baseline),
+//!   data copied out of the sender's region and into the receiver's.
+//! - `pkt_4KiB/wire`: baseline: emit + parse + ICRC of one such frame, and
+//!   a copy of its payload.
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use ferroce::engine::rc::{connect_qp, ConnectParams, MAX_FRAME};
+use ferroce::time::Instant;
+use ferroce::transport::*;
+use ferroce::wire::opcode::Op;
+use ferroce::wire::{BthRepr, Frame, FrameRepr, IpRepr, MacAddr, Opcode, Psn};
+use std::hint::black_box;
+
+struct Pair {
+    a: Device,
+    b: Device,
+    qa: u32,
+    qb: u32,
+    cqa: CqId,
+    cqb: CqId,
+    mra: MrKeys,
+    mrb: MrKeys,
+    buf: Vec<u8>,
+    wcs: Vec<Wc>,
+}
+
+const MAC_A: MacAddr = MacAddr([2, 0, 0, 0, 0, 1]);
+const MAC_B: MacAddr = MacAddr([2, 0, 0, 0, 0, 2]);
+
+impl Pair {
+    fn new(mtu: Mtu) -> Pair {
+        let ip_a = "198.18.0.1".parse().unwrap();
+        let ip_b = "198.18.0.2".parse().unwrap();
+        let mut a = Device::new(DeviceConfig::new(MAC_A, ip_a)).unwrap();
+        let mut b = Device::new(DeviceConfig::new(MAC_B, ip_b)).unwrap();
+        let mut setup = |d: &mut Device| {
+            let pd = d.alloc_pd();
+            let cq = d.create_cq(4096).unwrap();
+            let mr = d
+                .reg_mr(MrSpec {
+                    pd,
+                    len: 1 << 20,
+                    access: Access::ALL,
+                    addr: None,
+                    key: None,
+                })
+                .unwrap();
+            let qp = d.create_qp(pd, cq, cq, QpCaps::default()).unwrap();
+            (cq, mr, qp)
+        };
+        let (cqa, mra, qa) = setup(&mut a);
+        let (cqb, mrb, qb) = setup(&mut b);
+        let p = ConnectParams {
+            mtu,
+            ..ConnectParams::default()
+        };
+        connect_qp(&mut a, qa, qb, MAC_B, ip_b, &p, 0, 0).unwrap();
+        connect_qp(&mut b, qb, qa, MAC_A, ip_a, &p, 0, 0).unwrap();
+        Pair {
+            a,
+            b,
+            qa,
+            qb,
+            cqa,
+            cqb,
+            mra,
+            mrb,
+            buf: vec![0; MAX_FRAME],
+            wcs: Vec::with_capacity(64),
+        }
+    }
+
+    /// Passes frames both ways until both devices are quiet.
+    fn shuttle(&mut self) {
+        let now = Instant::ZERO;
+        loop {
+            let mut moved = false;
+            while let Some(n) = self.a.poll_transmit(now, &mut self.buf) {
+                self.b.handle(now, &self.buf[..n]);
+                moved = true;
+            }
+            while let Some(n) = self.b.poll_transmit(now, &mut self.buf) {
+                self.a.handle(now, &self.buf[..n]);
+                moved = true;
+            }
+            if !moved {
+                break;
+            }
+        }
+    }
+
+    fn send_64(&mut self) {
+        let rsge = Sge {
+            addr: self.mrb.addr,
+            length: 64,
+            lkey: self.mrb.lkey,
+        };
+        self.b
+            .post_recv(
+                self.qb,
+                RecvWr {
+                    wr_id: 1,
+                    sges: vec![rsge],
+                },
+            )
+            .unwrap();
+        let sge = Sge {
+            addr: self.mra.addr,
+            length: 64,
+            lkey: self.mra.lkey,
+        };
+        self.a
+            .post_send(
+                self.qa,
+                SendWr::new(2, SendOp::Send, Payload::Sges(vec![sge])),
+            )
+            .unwrap();
+        self.shuttle();
+        self.wcs.clear();
+        self.a.poll_cq(self.cqa, 4, &mut self.wcs);
+        self.b.poll_cq(self.cqb, 4, &mut self.wcs);
+        assert_eq!(self.wcs.len(), 2);
+    }
+
+    fn write_256k(&mut self) {
+        let sge = Sge {
+            addr: self.mra.addr,
+            length: 256 << 10,
+            lkey: self.mra.lkey,
+        };
+        let op = SendOp::Write {
+            remote_addr: self.mrb.addr,
+            rkey: self.mrb.rkey,
+        };
+        self.a
+            .post_send(self.qa, SendWr::new(3, op, Payload::Sges(vec![sge])))
+            .unwrap();
+        self.shuttle();
+        self.wcs.clear();
+        self.a.poll_cq(self.cqa, 4, &mut self.wcs);
+        assert_eq!(self.wcs.len(), 1);
+    }
+}
+
+fn frame(op: Op, len: usize) -> (FrameRepr, Vec<u8>) {
+    let mut bth = BthRepr::new(Opcode::rc(op), 0x12, Psn::new(5));
+    bth.ack_req = true;
+    let mut r = FrameRepr::roce(
+        MAC_A,
+        MAC_B,
+        IpRepr::v4(
+            "198.18.0.1".parse().unwrap(),
+            "198.18.0.2".parse().unwrap(),
+            0,
+            ferroce::wire::Ecn::NotEct,
+        ),
+        0xC001,
+        bth,
+    );
+    if op == Op::Acknowledge {
+        r.ext.aeth = Some(ferroce::wire::ext::AethRepr {
+            syndrome: ferroce::wire::ext::AckSyndrome::Ack { credit: 31 },
+            msn: 1,
+        });
+    }
+    (r, vec![0x5a; len])
+}
+
+fn wire_round(r: &FrameRepr, payload: &[u8], buf: &mut [u8], dst: &mut [u8]) -> bool {
+    let n = r.emit(payload, buf).unwrap();
+    let f = Frame::parse(&buf[..n]).unwrap();
+    dst[..f.payload.len()].copy_from_slice(f.payload);
+    f.icrc_ok()
+}
+
+fn transport(c: &mut Criterion) {
+    let mut g = c.benchmark_group("msg_64B");
+    g.throughput(Throughput::Elements(1));
+    let mut p = Pair::new(Mtu::Mtu1024);
+    g.bench_function("transport", |b| b.iter(|| p.send_64()));
+    let (send, pl) = frame(Op::SendOnly, 64);
+    let (ack, _) = frame(Op::Acknowledge, 0);
+    let mut buf = vec![0u8; MAX_FRAME];
+    let mut dst = vec![0u8; 4096];
+    g.bench_function("wire", |b| {
+        b.iter(|| {
+            black_box(wire_round(black_box(&send), &pl, &mut buf, &mut dst));
+            black_box(wire_round(black_box(&ack), &[], &mut buf, &mut dst));
+        })
+    });
+    g.finish();
+
+    let mut g = c.benchmark_group("pkt_4KiB");
+    g.throughput(Throughput::Bytes(256 << 10));
+    let mut p = Pair::new(Mtu::Mtu4096);
+    g.bench_function("transport", |b| b.iter(|| p.write_256k()));
+    g.throughput(Throughput::Bytes(4096));
+    let (mid, pl) = frame(Op::RdmaWriteMiddle, 4096);
+    g.bench_function("wire", |b| {
+        b.iter(|| black_box(wire_round(black_box(&mid), &pl, &mut buf, &mut dst)))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, transport);
+criterion_main!(benches);
