@@ -45,7 +45,7 @@ impl Pair {
         let ip_b = "198.18.0.2".parse().unwrap();
         let mut a = Device::new(DeviceConfig::new(MAC_A, ip_a)).unwrap();
         let mut b = Device::new(DeviceConfig::new(MAC_B, ip_b)).unwrap();
-        let mut setup = |d: &mut Device| {
+        let setup = |d: &mut Device| {
             let pd = d.alloc_pd();
             let cq = d.create_cq(4096).unwrap();
             let mr = d

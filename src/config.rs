@@ -49,6 +49,37 @@ pub struct Config {
     #[serde(rename = "port")]
     pub ports: Vec<PortConfig>,
     pub linktest: LinkTestConfig,
+    /// The RC transport run of `ferroce demo`.
+    pub rc: RcConfig,
+}
+
+/// The `[rc]` table: the RC transport run of `ferroce demo` (one QP pair,
+/// a verified cycle of WRITE, READ, SEND and FETCH_ADD).
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields)]
+pub struct RcConfig {
+    /// Work requests to run (0: skip the run).
+    pub msgs: u64,
+    /// Bytes per WRITE, READ and SEND.
+    pub size: u32,
+    /// Path MTU: 256, 512, 1024, 2048 or 4096.
+    pub mtu: u32,
+    /// Work requests outstanding at once (1..=32).
+    pub window: u32,
+    /// Give up after this many milliseconds.
+    pub timeout_ms: u64,
+}
+
+impl Default for RcConfig {
+    fn default() -> Self {
+        RcConfig {
+            msgs: 20_000,
+            size: 4096,
+            mtu: 1024,
+            window: 32,
+            timeout_ms: 30_000,
+        }
+    }
 }
 
 /// One `[[port]]` table.
@@ -186,6 +217,16 @@ impl Config {
         }
         if self.mempool.mbufs < 64 {
             return Err("mempool.mbufs must be at least 64".into());
+        }
+        let rc = &self.rc;
+        if crate::transport::Mtu::from_bytes(rc.mtu).is_none() {
+            return Err(format!(
+                "rc.mtu {} is not a path MTU (256, 512, 1024, 2048 or 4096)",
+                rc.mtu
+            ));
+        }
+        if rc.size == 0 || !(1..=32).contains(&rc.window) {
+            return Err("rc.size must be positive and rc.window in 1..=32".into());
         }
         let lt = &self.linktest;
         if !(8..=9000).contains(&lt.payload) {

@@ -475,8 +475,18 @@ mod cmd {
         );
         print_counters("a", la.counters(), pa)?;
         print_counters("b", lb.counters(), pb)?;
-        let ok = report_ok("b", &r.report, lt.count) & report_ok("a", &s.report, lt.count);
-        drop((la.into_backend(), lb.into_backend()));
+        let mut ok = report_ok("b", &r.report, lt.count) & report_ok("a", &s.report, lt.count);
+        let (mut qa, mut qb) = (la.into_backend(), lb.into_backend());
+        if cfg.rc.msgs > 0 {
+            ok &= rc_demo(
+                cfg,
+                (&mut qa, &mut qb),
+                &clock,
+                (ferroce::wire::MacAddr(pa.mac()?.0), ca.ip),
+                (ferroce::wire::MacAddr(pb.mac()?.0), cb.ip),
+            )?;
+        }
+        drop((qa, qb));
         println!(
             "  mempool: {} of {} mbufs free after the run",
             dp.pool.available(),
@@ -484,6 +494,46 @@ mod cmd {
         );
         println!("demo {}", if ok { "OK" } else { "FAILED" });
         Ok(ok)
+    }
+
+    /// The RC transport over the demo's two ports: two devices, one QP
+    /// pair, a verified cycle of WRITE, READ, SEND and FETCH_ADD.
+    fn rc_demo(
+        cfg: &Config,
+        (qa, qb): (&mut dpdk::PortQueue, &mut dpdk::PortQueue),
+        clock: &TscClock,
+        a: (ferroce::wire::MacAddr, Ipv4Addr),
+        b: (ferroce::wire::MacAddr, Ipv4Addr),
+    ) -> Result<bool> {
+        use ferroce::engine::rcdemo::{self, RcDemoConfig};
+        let rc = &cfg.rc;
+        let dc = RcDemoConfig {
+            msgs: rc.msgs,
+            size: rc.size,
+            mtu: ferroce::transport::Mtu::from_bytes(rc.mtu).context("rc.mtu")?,
+            window: rc.window,
+            timeout: Duration::from_millis(rc.timeout_ms),
+        };
+        println!(
+            "  RC transport: {} work requests (RDMA WRITE, READ, SEND of {} B, FETCH_ADD in turn), path MTU {}, window {}",
+            dc.msgs, dc.size, rc.mtu, dc.window
+        );
+        let r = rcdemo::run(qa, qb, clock, (a.0, a.1.into()), (b.0, b.1.into()), &dc)?;
+        let secs = r.elapsed.as_secs_f64().max(1e-9);
+        println!(
+            "  {} completed, {} bytes verified, {:.3} s, {:.0} work requests/s, {:.2} Gb/s of data",
+            r.completed,
+            r.bytes_verified,
+            secs,
+            r.completed as f64 / secs,
+            r.bytes_verified as f64 * 8.0 / secs / 1e9
+        );
+        println!("  requester a: {}", r.a);
+        println!("  responder b: {}", r.b);
+        for f in r.failures.iter().take(10) {
+            println!("  FAILED: {f}");
+        }
+        Ok(r.ok(&dc))
     }
 
     pub fn linktest(

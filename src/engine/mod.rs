@@ -20,6 +20,7 @@ pub mod datapath;
 pub mod linktest;
 pub mod probe;
 pub mod rc;
+pub mod rcdemo;
 
 use crate::backend::{Backend, Burst, FrameBuf};
 use crate::time::{Clock, Instant};

@@ -3,15 +3,18 @@
 //! function drives a DPDK port and a simulated host), and [`SimNet`] runs
 //! devices on the simulator's fabric in virtual time.
 
-use crate::backend::sim::{Fabric, HostId, Link, LinkConfig, SimError};
+use crate::backend::sim::{Fabric, HostId, Link, LinkConfig, SimError, SwitchId};
 use crate::backend::{Backend, Burst, FrameBuf};
 use crate::time::{Duration, Instant};
 use crate::transport::{AddressVector, AttrMask, Device, DeviceConfig, Mtu, QpAttr, QpState};
 use crate::wire::MacAddr;
 use core::net::IpAddr;
 
-/// The largest frame the transport writes (4096 B MTU + headers).
-pub const MAX_FRAME: usize = 4096 + 256;
+/// Room for the largest frame the transport writes: path MTU 4096 plus
+/// Ethernet with a VLAN tag (18), IPv6 (40), UDP (8), BTH (12), the
+/// largest extension headers (AtomicETH, 28) and the ICRC (4) is 4206 B;
+/// 4224 is what a 4352 B mbuf data room leaves after its 128 B headroom.
+pub const MAX_FRAME: usize = 4224;
 
 /// What one [`pump`] moved.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -211,6 +214,22 @@ impl SimNet {
             pending: Burst::new(),
         });
         Ok(self.hosts.len() - 1)
+    }
+
+    /// A switch; hosts join it with [`SimNet::connect_to_switch`].
+    pub fn add_switch(&mut self) -> SwitchId {
+        self.fabric.add_switch()
+    }
+
+    /// A link between host `h` and a port of `switch`.
+    pub fn connect_to_switch(
+        &mut self,
+        h: usize,
+        switch: SwitchId,
+        cfg: LinkConfig,
+    ) -> Result<Link, SimError> {
+        let host = self.hosts[h].host;
+        self.fabric.connect_to_switch(host, switch, cfg)
     }
 
     /// A point-to-point link between hosts `a` and `b`.
