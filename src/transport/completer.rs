@@ -12,7 +12,8 @@
 //!   `retry_cnt` retries (IBTA: 7 is a count like any other); forward
 //!   progress restores the count. Exhausted: `RetryExcErr`.
 //! - RNR NAK: wait the time of its timer code, then resend from p; spends
-//!   one of `rnr_retry` (7 = forever); exhausted: `RnrRetryExcErr`.
+//!   one of `rnr_retry` (7 = forever; a copy arriving during the wait
+//!   spends none); exhausted: `RnrRetryExcErr`.
 //! - NAK invalid request / remote access / remote operational error: the
 //!   request at p completes with `RemInvReqErr` / `RemAccessErr` /
 //!   `RemOpErr` and the QP goes to ERR.
@@ -71,7 +72,10 @@ impl Requester {
                         if let o @ Outcome::Fatal(_) = self.ack_before(env, psn) {
                             return o;
                         }
-                        if psn != self.comp_psn {
+                        // Still waiting out an RNR NAK (nothing was sent
+                        // again since): this one is a copy of it, not a
+                        // second refusal, and spends no retry.
+                        if psn != self.comp_psn || self.rnr_until.is_some() {
                             return Outcome::Ok;
                         }
                         if env.rnr_retry != 7 {

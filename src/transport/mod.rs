@@ -104,14 +104,21 @@ pub(crate) struct Sink<'a> {
 }
 
 impl Sink<'_> {
+    /// Whether completions for `cq` wait in the backlog: a new one queues
+    /// behind them (each CQ keeps its order; a full send CQ does not hold
+    /// back the receive CQ).
+    fn waiting(&self, cq: CqId) -> bool {
+        self.backlog.iter().any(|&(c, _)| c == cq)
+    }
     pub fn push(&mut self, cq: CqId, wc: Wc) {
+        let waiting = self.waiting(cq);
         match self.cqs.get_mut(cq.0 as usize) {
-            Some(c) if self.backlog.is_empty() && c.q.len() < c.cap => c.q.push_back(wc),
+            Some(c) if !waiting && c.q.len() < c.cap => c.q.push_back(wc),
             _ => self.backlog.push_back((cq, wc)),
         }
     }
     pub fn has_room(&self, cq: CqId) -> bool {
-        self.backlog.is_empty()
+        !self.waiting(cq)
             && self
                 .cqs
                 .get(cq.0 as usize)
@@ -357,14 +364,22 @@ impl Device {
         if self.backlogged {
             self.backlogged = false;
             for qp in self.qps.values_mut() {
-                while let Some(&(id, wc)) = qp.backlog.front() {
-                    match self.cqs.get_mut(id.0 as usize) {
-                        Some(c) if c.q.len() < c.cap => {
-                            c.q.push_back(wc);
-                            qp.backlog.pop_front();
+                // In order per CQ: a full CQ holds back its own
+                // completions only.
+                let mut full: Vec<CqId> = Vec::new();
+                let mut i = 0;
+                while let Some(&(id, wc)) = qp.backlog.get(i) {
+                    if !full.contains(&id) {
+                        match self.cqs.get_mut(id.0 as usize) {
+                            Some(c) if c.q.len() < c.cap => {
+                                c.q.push_back(wc);
+                                qp.backlog.remove(i);
+                                continue;
+                            }
+                            _ => full.push(id),
                         }
-                        _ => break,
                     }
+                    i += 1;
                 }
                 self.backlogged |= !qp.backlog.is_empty();
             }

@@ -126,7 +126,8 @@ pub(crate) struct Requester {
     /// second NAK for it is a duplicate.
     pub rewound_at: Option<Psn>,
     pub since_ackreq: u32,
-    /// A work request failed locally: nothing after it is sent.
+    /// A work request failed locally: no message starts after it (those
+    /// before it may still be sent again).
     pub stopped: bool,
     /// SQD reached with nothing outstanding has been reported.
     pub drained_reported: bool,
@@ -223,7 +224,7 @@ impl Requester {
 
     /// Builds the next request packet into `buf`.
     pub fn poll(&mut self, env: &mut TxEnv<'_>, now: Instant, buf: &mut [u8]) -> TxOutcome {
-        if self.stopped || self.rnr_until.is_some_and(|t| now < t) {
+        if self.rnr_until.is_some_and(|t| now < t) {
             return TxOutcome::Idle;
         }
         self.rnr_until = None;
@@ -232,8 +233,10 @@ impl Requester {
         };
         let retransmit = self.psn.before(self.max_psn);
         if w.first_psn.is_none() {
-            // A new message: the rules that gate its start.
-            if env.draining {
+            // A new message: the rules that gate its start. After a local
+            // error (`stopped`) none starts, but the messages before the
+            // failed one may still need to be sent again.
+            if self.stopped || env.draining {
                 return TxOutcome::Idle;
             }
             if w.wr.fence && self.rd_atomic_outstanding > 0 {

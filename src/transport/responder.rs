@@ -6,7 +6,8 @@
 //! 1. PSN (§9.7.5.1.1): ahead of the expected PSN -> one NAK PSN sequence
 //!    error carrying the expected PSN, then silence until it arrives;
 //!    behind it -> a duplicate ([`Responder::duplicate`]): SEND / WRITE
-//!    re-ACKed, READ answered again from the requested PSN and offset,
+//!    re-ACKed (every packet, AckReq or not, with the last PSN executed),
+//!    READ answered again from the requested PSN and offset,
 //!    atomics answered from the saved result, never executed twice.
 //! 2. Opcode sequence (§9.7.5.1.2): MIDDLE / LAST only inside a message of
 //!    the same kind, FIRST / ONLY only outside one -> NAK invalid request.
@@ -21,7 +22,9 @@
 //!    completes with a local length error).
 //! 6. R_Key, bounds and access of the memory region; 8-byte alignment for
 //!    atomics -> NAK remote access error (misalignment: invalid request).
-//! 7. Room on the receive CQ for the completion -> else NAK remote
+//! 7. Room on the receive CQ for the completion, and receive elements the
+//!    data may be written to (L_Key, PD, local write, bounds; else the
+//!    receive completes with a local protection error) -> else NAK remote
 //!    operational error.
 //! 8. Execute, advance the expected PSN (a READ by its response's
 //!    packets), count the message in the MSN, and ACK if AckReq is set (or
@@ -313,7 +316,15 @@ impl Responder {
     fn duplicate(&mut self, env: &mut RespEnv<'_, '_>, f: &Frame<'_>) {
         let psn = f.psn();
         match f.info.class {
-            Class::Send | Class::Write if f.ack_req() => {
+            // Every duplicate SEND / WRITE packet is ACKed with the last PSN
+            // executed, AckReq or not (C9-105; rxe since "RDMA/rxe: Fix
+            // missing acks from responder", 2021). A requester that went
+            // back to packets we already have learns where we are, even
+            // when the packet at our expected PSN keeps being lost behind
+            // them (the one PSN sequence NAK has been spent): without this
+            // ACK, a retry that resends FIRST, MIDDLE.. (no AckReq) and
+            // loses the next packet every time never progresses.
+            Class::Send | Class::Write => {
                 env.counters.acks_sent += 1;
                 let last = self.e_psn.sub(1);
                 self.push_ack(
@@ -395,6 +406,16 @@ impl Responder {
             return self.nak(env, psn, NakCode::InvalidRequest);
         }
         if info.ends_message() && !env.sink.has_room(env.recv_cq) {
+            return self.nak(env, psn, NakCode::RemoteOperationalError);
+        }
+        if !sges_writable(env.mrs, env.pd, &wqe.sges, *offset, len) {
+            // A receive WQE whose L_Key, PD, rights or bounds do not fit:
+            // a local protection error on the receive and, class A, NAK
+            // remote operational error (IBTA §9.9.3.1.2; rxe: malformed WQE).
+            let wqe = wqe.clone();
+            self.in_msg = InMsg::None;
+            let wc = Self::recv_wc(env, wqe.wr_id, WcStatus::LocProtErr, WcOpcode::Recv);
+            self.complete_recv(env, &wqe, wc);
             return self.nak(env, psn, NakCode::RemoteOperationalError);
         }
         env.mrs.scatter(&wqe.sges, *offset, f.payload);
@@ -683,6 +704,35 @@ impl Responder {
         counters.sent_pkts += 1;
         Some(n)
     }
+}
+
+/// Whether the `len` bytes at `offset` of a receive WQE's data lie in
+/// regions of `pd` that grant local write. Only the elements the data
+/// reaches are checked, when it reaches them (as rxe's copy_data does).
+fn sges_writable(mrs: &MrTable, pd: PdId, sges: &[Sge], mut offset: u64, len: u64) -> bool {
+    let mut left = len;
+    for s in sges {
+        if left == 0 {
+            break;
+        }
+        let l = s.length as u64;
+        if offset >= l {
+            offset -= l;
+            continue;
+        }
+        let n = (l - offset).min(left);
+        let part = Sge {
+            addr: s.addr.wrapping_add(offset),
+            length: n as u32,
+            lkey: s.lkey,
+        };
+        if mrs.check_sges(pd, &[part], Access::LOCAL_WRITE).is_err() {
+            return false;
+        }
+        left -= n;
+        offset = 0;
+    }
+    true
 }
 
 fn packet(opcode: Opcode, psn: Psn, ext: ExtHeaders) -> Packet {
