@@ -77,6 +77,102 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Two hosts on a simulated link run a mix of SEND, WRITE, READ and
+    /// atomics over RC and verify every byte and atomic result where it
+    /// lands. One summary line per seed (and a total line for --seeds).
+    /// Exits 1 on a mismatch, an error completion or a hang.
+    Sim(SimArgs),
+}
+
+#[derive(clap::Args)]
+struct SimArgs {
+    /// Operations to mix, comma-separated: send, write, read, atomic (or all).
+    #[arg(long, default_value = "send,write,read,atomic")]
+    ops: String,
+    /// Messages per seed (spread over the QP pairs).
+    #[arg(long, default_value_t = 2000)]
+    msgs: u64,
+    /// Message sizes in bytes, MIN-MAX (uniform) or one size; K and M suffixes.
+    #[arg(long, default_value = "1-8192")]
+    size: String,
+    /// Path MTU: 256, 512, 1024, 2048 or 4096.
+    #[arg(long, default_value_t = 1024)]
+    mtu: u32,
+    /// Probability that a frame is lost (each direction).
+    #[arg(long, default_value_t = 0.0)]
+    loss: f64,
+    /// Probability that a frame is delayed by up to --reorder-delay.
+    #[arg(long, default_value_t = 0.0)]
+    reorder: f64,
+    /// Probability that a frame arrives twice.
+    #[arg(long, default_value_t = 0.0)]
+    dup: f64,
+    /// Probability that one bit of a frame is flipped (it then fails its
+    /// ICRC or IP checksum and is dropped by the receiver).
+    #[arg(long, default_value_t = 0.0)]
+    corrupt: f64,
+    /// The seed of the faults and the data.
+    #[arg(long, default_value_t = 1, conflicts_with = "seeds")]
+    seed: u64,
+    /// Runs every seed of A-B (inclusive), one line each, then a total line.
+    #[arg(long)]
+    seeds: Option<String>,
+    /// Link rate (bits/s): 100G, 25G, 400M, ...; inf for no serialisation.
+    #[arg(long, default_value = "100G")]
+    rate: String,
+    /// One-way propagation delay: 1us, 500ns, 2ms, ...
+    #[arg(long, default_value = "1us")]
+    delay: String,
+    /// The largest extra delay of a reordered frame.
+    #[arg(long, default_value = "10us")]
+    reorder_delay: String,
+    /// Drop-tail limit of each egress queue in bytes (default: unbounded).
+    #[arg(long)]
+    queue_bytes: Option<usize>,
+    /// QP pairs between the two hosts.
+    #[arg(long, default_value_t = 1)]
+    qps: u32,
+    /// Both hosts post work requests on every QP pair (each QP is requester
+    /// and responder at once); otherwise host A posts and host B answers.
+    #[arg(long)]
+    bidir: bool,
+    /// Work requests outstanding per QP at most.
+    #[arg(long, default_value_t = 64)]
+    window: u32,
+    /// Receive buffers the responder keeps posted per QP (default: window +
+    /// 8, so a SEND never waits; fewer exercise RNR NAKs).
+    #[arg(long)]
+    recvs: Option<u32>,
+    /// How long after its completion the responder posts a receive buffer
+    /// again (a slow consumer; with a small --recvs, RNR NAKs).
+    #[arg(long, default_value = "0ns")]
+    recv_delay: String,
+    /// Local ACK timeout exponent (4.096 us x 2^N); default: 10 (4.2 ms),
+    /// more on a link too slow for it.
+    #[arg(long)]
+    timeout: Option<u8>,
+    /// Transport retries before an error completion (0-7).
+    #[arg(long, default_value_t = 7)]
+    retry_cnt: u8,
+    /// Virtual time one seed may take at most.
+    #[arg(long, default_value = "120s")]
+    time_limit: String,
+    /// One JSON object per seed (and a last one with the totals).
+    #[arg(long)]
+    json: bool,
+    /// Write host A's frames (sent and received) to this pcap file (one
+    /// seed only).
+    #[arg(long)]
+    pcap: Option<PathBuf>,
+    /// Whose frames --pcap records: a (the requester) or b (the responder).
+    #[arg(long, value_enum, default_value_t = PcapHost::A, requires = "pcap")]
+    pcap_host: PcapHost,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum PcapHost {
+    A,
+    B,
 }
 
 #[derive(Subcommand)]
@@ -124,6 +220,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.cmd {
         Cmd::Decode { files, json } => decode(&files, json),
+        Cmd::Sim(args) => sim(&args),
         Cmd::Bench {
             what: BenchCmd::Wire { rounds, iters },
         } => bench_wire(rounds, iters),
@@ -170,6 +267,7 @@ fn run(cmd: Cmd) -> Result<bool> {
             peer_mac.map(|m| parse_mac(&m)).transpose()?;
         }
         Cmd::Decode { .. }
+        | Cmd::Sim(_)
         | Cmd::Bench {
             what: BenchCmd::Wire { .. },
         } => unreachable!("handled in main"),
@@ -225,6 +323,7 @@ fn run(cmd: Cmd) -> Result<bool> {
         } => cmd::bench_io(&load(&config)?, packets, frame_len, rounds),
         Cmd::Info { config } => cmd::info(&load(&config)?),
         Cmd::Decode { .. }
+        | Cmd::Sim(_)
         | Cmd::Bench {
             what: BenchCmd::Wire { .. },
         } => unreachable!("handled in main"),
@@ -355,6 +454,114 @@ fn decode(files: &[PathBuf], json: bool) -> Result<bool> {
     }
     out.flush()?;
     Ok(d.totals.clean())
+}
+
+/// `ferroce sim`: one summary line (or JSON object) per seed, a total line
+/// when there are several; Ok(false) (exit 1) unless every seed verified.
+fn sim(a: &SimArgs) -> Result<bool> {
+    use ferroce::backend::sim::LinkConfig;
+    use ferroce::engine::simrun::{self, SimConfig, SimRun, Totals};
+    use std::io::Write;
+    let (size_min, size_max) = simrun::parse_size(&a.size)?;
+    let link = LinkConfig {
+        rate_bps: simrun::parse_rate(&a.rate)?,
+        delay: simrun::parse_duration(&a.delay)?,
+        loss: a.loss,
+        reorder: a.reorder,
+        reorder_delay: simrun::parse_duration(&a.reorder_delay)?,
+        dup: a.dup,
+        corrupt: a.corrupt,
+        queue_bytes: a.queue_bytes,
+    };
+    let run = SimRun::new(SimConfig {
+        ops: simrun::parse_ops(&a.ops)?,
+        msgs: a.msgs,
+        size_min,
+        size_max,
+        mtu: a.mtu,
+        link,
+        qps: a.qps,
+        bidir: a.bidir,
+        window: a.window,
+        recvs: a.recvs,
+        recv_delay: simrun::parse_duration(&a.recv_delay)?,
+        timeout: a.timeout,
+        retry_cnt: a.retry_cnt,
+        time_limit: simrun::parse_duration(&a.time_limit)?,
+    })?;
+    if let Some(t) = a.timeout {
+        let need = simrun::needed_timeout(run.config());
+        let have = ferroce::transport::ack_timeout(t).unwrap_or_default();
+        if have < need {
+            eprintln!(
+                "ferroce: warning: --timeout {t} ({have}) is shorter than the {need} this link may \
+                 take between two acknowledgements: expect retries of packets that are not lost \
+                 (the default would be {})",
+                simrun::auto_timeout(run.config())
+            );
+        }
+    }
+    let (first, last) = match &a.seeds {
+        Some(s) => simrun::parse_seeds(s)?,
+        None => (a.seed, a.seed),
+    };
+    if a.pcap.is_some() && first != last {
+        bail!("--pcap captures one seed; give --seed (or a one-seed --seeds)");
+    }
+    let side = match a.pcap_host {
+        PcapHost::A => simrun::Side::A,
+        PcapHost::B => simrun::Side::B,
+    };
+    let mut capture = match &a.pcap {
+        Some(p) => {
+            let f = std::fs::File::create(p).with_context(|| format!("{}", p.display()))?;
+            let w: Box<dyn Write> = Box::new(std::io::BufWriter::new(f));
+            let w = ferroce::pcap::Writer::new(
+                w,
+                ferroce::pcap::Precision::Nano,
+                ferroce::pcap::LINKTYPE_ETHERNET,
+                ferroce::pcap::DEFAULT_SNAPLEN,
+            )
+            .with_context(|| format!("{}", p.display()))?;
+            Some((side, w))
+        }
+        None => None,
+    };
+    let out = std::io::stdout();
+    let mut out = out.lock();
+    let mut totals = Totals::default();
+    for seed in first..=last {
+        let r = run.run(seed, capture.take());
+        if a.json {
+            writeln!(
+                out,
+                "{}",
+                serde_json::json!({ "kind": "seed", "report": r })
+            )?;
+        } else {
+            writeln!(out, "{}", r.line())?;
+        }
+        out.flush()?;
+        for p in &r.problems {
+            eprintln!("seed {seed}: {p}");
+        }
+        if let Some(h) = &r.hang {
+            eprintln!("seed {seed}: {h}");
+        }
+        totals.add(&r);
+    }
+    if first != last {
+        if a.json {
+            writeln!(
+                out,
+                "{}",
+                serde_json::json!({ "kind": "totals", "totals": totals })
+            )?;
+        } else {
+            writeln!(out, "{}", totals.line())?;
+        }
+    }
+    Ok(totals.ok())
 }
 
 fn parse_mac(s: &str) -> Result<[u8; 6]> {

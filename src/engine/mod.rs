@@ -21,6 +21,7 @@ pub mod linktest;
 pub mod probe;
 pub mod rc;
 pub mod rcdemo;
+pub mod simrun;
 
 use crate::backend::{Backend, Burst, FrameBuf};
 use crate::time::{Clock, Instant};

@@ -34,6 +34,20 @@ pub fn pump<B: Backend>(
     now: Instant,
     pending: &mut Burst<B::Buf>,
 ) -> PumpStats {
+    pump_with(dev, port, now, pending, &mut None)
+}
+
+/// [`pump`], keeping the buffer the device had nothing to write into in
+/// `spare` for the next round instead of dropping it. Most rounds end with
+/// such a buffer; where allocating one costs (the simulator's heap buffers
+/// are allocated and zeroed to [`MAX_FRAME`] each time) this saves it.
+pub fn pump_with<B: Backend>(
+    dev: &mut Device,
+    port: &mut B,
+    now: Instant,
+    pending: &mut Burst<B::Buf>,
+    spare: &mut Option<B::Buf>,
+) -> PumpStats {
     let mut st = PumpStats::default();
     let mut rx = Burst::new();
     loop {
@@ -52,16 +66,25 @@ pub fn pump<B: Backend>(
     }
     loop {
         while !pending.is_full() {
-            let Some(mut b) = port.alloc() else { break };
-            let Some(dst) = b.append(MAX_FRAME) else {
-                break;
+            let mut b = match spare.take() {
+                Some(b) => b,
+                None => {
+                    let Some(mut b) = port.alloc() else { break };
+                    if b.append(MAX_FRAME).is_none() {
+                        break;
+                    }
+                    b
+                }
             };
-            match dev.poll_transmit(now, dst) {
+            match dev.poll_transmit(now, b.data_mut()) {
                 Some(len) => {
                     b.truncate(len);
                     pending.push(b);
                 }
-                None => break,
+                None => {
+                    *spare = Some(b);
+                    break;
+                }
             }
         }
         if pending.is_empty() {
@@ -81,6 +104,7 @@ pub struct SimHost {
     pub dev: Device,
     pub host: HostId,
     pending: Burst<crate::backend::loopback::VecBuf>,
+    spare: Option<crate::backend::loopback::VecBuf>,
 }
 
 /// Devices on a simulated fabric, in virtual time.
@@ -212,6 +236,7 @@ impl SimNet {
             dev,
             host,
             pending: Burst::new(),
+            spare: None,
         });
         Ok(self.hosts.len() - 1)
     }
@@ -287,7 +312,7 @@ impl SimNet {
         let mut moved = 0;
         for h in self.hosts.iter_mut() {
             let mut port = self.fabric.port(h.host);
-            let st = pump(&mut h.dev, &mut port, now, &mut h.pending);
+            let st = pump_with(&mut h.dev, &mut port, now, &mut h.pending, &mut h.spare);
             moved += st.rx + st.tx;
         }
         moved
