@@ -210,6 +210,8 @@ struct Qp {
     backlog: VecDeque<(CqId, Wc)>,
     /// In ERR after a protocol error: the queued NAK still goes out.
     drain_out: bool,
+    /// On the device's ready list.
+    ready: bool,
 }
 
 /// The local ACK timeout of attribute `t` (IBTA §9.7.6.1.3: 4.096 µs x
@@ -274,9 +276,8 @@ pub struct Device {
     mrs: MrTable,
     cqs: Vec<Cq>,
     qps: KeyMap<Qp>,
-    /// QPNs in creation order: the transmit round robin.
-    order: Vec<u32>,
-    cursor: usize,
+    /// QPs that may have a frame to send, in turn.
+    ready: VecDeque<u32>,
     next_qpn: u32,
     rx: RxCounters,
     /// Counters of destroyed QPs, kept in the device totals.
@@ -300,8 +301,7 @@ impl Device {
             mrs: MrTable::new(),
             cqs: Vec::new(),
             qps: KeyMap::default(),
-            order: Vec::new(),
-            cursor: 0,
+            ready: VecDeque::new(),
             next_qpn: 0x11,
             rx: RxCounters::default(),
             gone: QpCounters::default(),
@@ -441,17 +441,16 @@ impl Device {
                 counters: QpCounters::default(),
                 backlog: VecDeque::new(),
                 drain_out: false,
+                ready: false,
             },
         );
-        self.order.push(qpn);
         Ok(qpn)
     }
 
     pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), Error> {
         let qp = self.qps.remove(&qpn).ok_or(Error::NoSuchQp)?;
         self.gone.add(&qp.counters);
-        self.order.retain(|&q| q != qpn);
-        self.cursor = 0;
+        self.ready.retain(|&q| q != qpn);
         Ok(())
     }
 
@@ -557,6 +556,7 @@ impl Device {
         }
         qp.state = to;
         self.backlogged |= !qp.backlog.is_empty();
+        self.wake(qpn);
         Ok(())
     }
 
@@ -615,6 +615,7 @@ impl Device {
             local_error: None,
             done: false,
         });
+        self.wake(qpn);
         Ok(())
     }
 
@@ -767,6 +768,8 @@ impl Device {
         }
         Self::check_drained(qp, &mut self.events);
         self.backlogged |= !qp.backlog.is_empty();
+        let qpn = qp.qpn;
+        self.wake(qpn);
     }
 
     fn protocol_error(qp: &mut Qp, cqs: &mut [Cq], events: &mut VecDeque<Event>, st: WcStatus) {
@@ -794,75 +797,105 @@ impl Device {
 
     /// Writes the next frame to send into `buf` (9 KiB holds any) and
     /// returns its length; `None` when nothing is ready now.
+    ///
+    /// Only QPs that may have something to send are visited: a QP joins
+    /// the ready list when work is posted, a frame for it arrives, a timer
+    /// of it fires or its state changes, and leaves it when it has nothing
+    /// to send; the ready ones take turns, a packet each.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
-        let n = self.order.len();
-        for i in 0..n {
-            let idx = (self.cursor + i) % n;
-            let qpn = self.order[idx];
+        while let Some(qpn) = self.ready.pop_front() {
             let Some(qp) = self.qps.get_mut(&qpn) else {
                 continue;
             };
-            let Some(path) = qp.path else {
-                continue;
-            };
-            let mtu = qp.mtu();
-            let sent = match qp.state {
-                QpState::Rtr | QpState::Rts | QpState::Sqd => true,
-                QpState::Err => qp.drain_out,
-                _ => false,
-            };
-            if !sent {
-                continue;
-            }
-            if qp.resp.has_output() {
-                if let Some(len) = qp.resp.poll(&path, mtu, &self.mrs, &mut qp.counters, buf) {
-                    self.cursor = (idx + 1) % n;
+            let sent = Self::transmit(qp, &mut self.mrs, &mut self.cqs, &mut self.events, now, buf);
+            self.backlogged |= !qp.backlog.is_empty();
+            match sent {
+                Some(len) => {
+                    self.ready.push_back(qpn);
                     return Some(len);
                 }
-            }
-            if !matches!(qp.state, QpState::Rts | QpState::Sqd) {
-                continue;
-            }
-            let mut env = TxEnv {
-                path: &path,
-                mtu,
-                pd: qp.pd,
-                max_rd_atomic: qp.attr.max_rd_atomic as u32,
-                timeout: ack_timeout(qp.attr.timeout),
-                draining: qp.state == QpState::Sqd,
-                mrs: &self.mrs,
-                counters: &mut qp.counters,
-            };
-            match qp.req.poll(&mut env, now, buf) {
-                TxOutcome::Sent(len) => {
-                    self.cursor = (idx + 1) % n;
-                    return Some(len);
-                }
-                TxOutcome::Fatal(status) => {
-                    let mut sink = Sink {
-                        cqs: &mut self.cqs,
-                        backlog: &mut qp.backlog,
-                    };
-                    let mut env = RxEnv {
-                        mrs: &mut self.mrs,
-                        mtu,
-                        qpn: qp.qpn,
-                        send_cq: qp.send_cq,
-                        sink: &mut sink,
-                        counters: &mut qp.counters,
-                        timeout: None,
-                        retry_cnt: 0,
-                        rnr_retry: 0,
-                        now,
-                    };
-                    let _ = qp.req.retire(&mut env);
-                    Self::protocol_error(qp, &mut self.cqs, &mut self.events, status);
-                    self.backlogged |= !qp.backlog.is_empty();
-                }
-                TxOutcome::Idle => Self::check_drained(qp, &mut self.events),
+                None => qp.ready = false,
             }
         }
         None
+    }
+
+    /// The next frame of one QP: its responses first, then its requests.
+    fn transmit(
+        qp: &mut Qp,
+        mrs: &mut MrTable,
+        cqs: &mut [Cq],
+        events: &mut VecDeque<Event>,
+        now: Instant,
+        buf: &mut [u8],
+    ) -> Option<usize> {
+        let path = qp.path?;
+        let mtu = qp.mtu();
+        let sends = match qp.state {
+            QpState::Rtr | QpState::Rts | QpState::Sqd => true,
+            QpState::Err => qp.drain_out,
+            _ => false,
+        };
+        if !sends {
+            return None;
+        }
+        if qp.resp.has_output() {
+            if let Some(len) = qp.resp.poll(&path, mtu, mrs, &mut qp.counters, buf) {
+                return Some(len);
+            }
+        }
+        if !matches!(qp.state, QpState::Rts | QpState::Sqd) {
+            return None;
+        }
+        let mut env = TxEnv {
+            path: &path,
+            mtu,
+            pd: qp.pd,
+            max_rd_atomic: qp.attr.max_rd_atomic as u32,
+            timeout: ack_timeout(qp.attr.timeout),
+            draining: qp.state == QpState::Sqd,
+            mrs,
+            counters: &mut qp.counters,
+        };
+        match qp.req.poll(&mut env, now, buf) {
+            TxOutcome::Sent(len) => Some(len),
+            TxOutcome::Fatal(status) => {
+                let mut sink = Sink {
+                    cqs,
+                    backlog: &mut qp.backlog,
+                };
+                let mut env = RxEnv {
+                    mrs,
+                    mtu,
+                    qpn: qp.qpn,
+                    send_cq: qp.send_cq,
+                    sink: &mut sink,
+                    counters: &mut qp.counters,
+                    timeout: None,
+                    retry_cnt: 0,
+                    rnr_retry: 0,
+                    now,
+                };
+                let _ = qp.req.retire(&mut env);
+                Self::protocol_error(qp, cqs, events, status);
+                // The QP may still owe its peer a response.
+                Self::transmit(qp, mrs, cqs, events, now, buf)
+            }
+            TxOutcome::Idle => {
+                Self::check_drained(qp, events);
+                None
+            }
+        }
+    }
+
+    /// Puts `qpn` on the ready list (once).
+    fn wake(&mut self, qpn: u32) {
+        if let Some(qp) = self.qps.get_mut(&qpn) {
+            if !qp.ready {
+                qp.ready = true;
+                self.ready.push_back(qpn);
+            }
+        }
     }
 
     /// When [`Device::handle_timeout`] must next be called.
@@ -881,12 +914,18 @@ impl Device {
             if !matches!(qp.state, QpState::Rts | QpState::Sqd) {
                 continue;
             }
-            if qp.req.rnr_until.is_some_and(|t| t <= now) {
+            let rnr_over = qp.req.rnr_until.is_some_and(|t| t <= now);
+            let timer_fired = qp.req.timer.is_some_and(|t| t <= now);
+            if (rnr_over || timer_fired) && !qp.ready {
+                qp.ready = true;
+                self.ready.push_back(qp.qpn);
+            }
+            if rnr_over {
                 qp.req.rnr_until = None;
                 // Re-arm the ACK timer for the packets about to go again.
                 qp.req.timer = ack_timeout(qp.attr.timeout).map(|t| now + t);
             }
-            if qp.req.timer.is_some_and(|t| t <= now) {
+            if timer_fired {
                 let mtu = qp.mtu();
                 let mut sink = Sink {
                     cqs: &mut self.cqs,
