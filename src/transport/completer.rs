@@ -30,12 +30,12 @@ use crate::wire::opcode::{Class, Position};
 use crate::wire::{Frame, Psn};
 
 /// What the completer needs of its QP.
-pub(crate) struct RxEnv<'a, 'b> {
+pub(crate) struct RxEnv<'a> {
     pub mrs: &'a mut MrTable,
     pub mtu: u32,
     pub qpn: u32,
     pub send_cq: CqId,
-    pub sink: &'a mut Sink<'b>,
+    pub sink: Sink<'a>,
     pub counters: &'a mut QpCounters,
     pub timeout: Option<Duration>,
     pub retry_cnt: u8,
@@ -53,7 +53,7 @@ pub(crate) enum Outcome {
 
 impl Requester {
     /// Handles one response packet (ACK, NAK, READ response, atomic ACK).
-    pub fn on_response(&mut self, env: &mut RxEnv<'_, '_>, f: &Frame<'_>) -> Outcome {
+    pub fn on_response(&mut self, env: &mut RxEnv<'_>, f: &Frame<'_>) -> Outcome {
         let psn = f.psn();
         let info = f.info;
         if !self.outstanding() || !psn.before(self.max_psn) {
@@ -154,7 +154,7 @@ impl Requester {
         }
     }
 
-    fn on_read_response(&mut self, env: &mut RxEnv<'_, '_>, f: &Frame<'_>) -> Outcome {
+    fn on_read_response(&mut self, env: &mut RxEnv<'_>, f: &Frame<'_>) -> Outcome {
         let psn = f.psn();
         let Some(i) = self.sq.iter().position(|w| w.contains(psn)) else {
             env.counters.ghost_responses += 1;
@@ -214,7 +214,7 @@ impl Requester {
     }
 
     /// Acknowledges every packet before `upto`.
-    fn ack_before(&mut self, env: &mut RxEnv<'_, '_>, upto: Psn) -> Outcome {
+    fn ack_before(&mut self, env: &mut RxEnv<'_>, upto: Psn) -> Outcome {
         if !upto.after(self.comp_psn) {
             return self.retire(env);
         }
@@ -254,7 +254,7 @@ impl Requester {
     }
 
     /// Records that every packet before `to` is acknowledged.
-    fn progress(&mut self, env: &mut RxEnv<'_, '_>, to: Psn) {
+    fn progress(&mut self, env: &mut RxEnv<'_>, to: Psn) {
         if !to.after(self.comp_psn) {
             return;
         }
@@ -274,7 +274,7 @@ impl Requester {
     }
 
     /// Completes the finished work requests at the head of the queue.
-    pub fn retire(&mut self, env: &mut RxEnv<'_, '_>) -> Outcome {
+    pub fn retire(&mut self, env: &mut RxEnv<'_>) -> Outcome {
         while let Some(w) = self.sq.front() {
             if let Some(status) = w.local_error {
                 let wc = self.wc(env.qpn, status);
@@ -317,7 +317,7 @@ impl Requester {
     }
 
     /// Starts a retry from `psn`, spending one of `retry_cnt`.
-    fn retry(&mut self, env: &mut RxEnv<'_, '_>, psn: Psn) -> Outcome {
+    fn retry(&mut self, env: &mut RxEnv<'_>, psn: Psn) -> Outcome {
         if self.retry_left == 0 {
             env.counters.retry_exceeded_err += 1;
             return self.fail_at(env, psn, WcStatus::RetryExcErr);
@@ -327,7 +327,7 @@ impl Requester {
         Outcome::Ok
     }
 
-    fn go_back(&mut self, env: &mut RxEnv<'_, '_>, psn: Psn, arm: bool) {
+    fn go_back(&mut self, env: &mut RxEnv<'_>, psn: Psn, arm: bool) {
         env.counters.completer_retry_err += 1;
         self.rewound_at = Some(psn);
         self.rewind(psn);
@@ -337,7 +337,7 @@ impl Requester {
     }
 
     /// The local ACK timer fired.
-    pub fn on_timeout(&mut self, env: &mut RxEnv<'_, '_>) -> Outcome {
+    pub fn on_timeout(&mut self, env: &mut RxEnv<'_>) -> Outcome {
         self.timer = None;
         if !self.outstanding() {
             return Outcome::Ok;
@@ -350,7 +350,7 @@ impl Requester {
 
     /// Completes the work request holding `psn` with `status` (those before
     /// it, unanswered, are flushed).
-    fn fail_at(&mut self, env: &mut RxEnv<'_, '_>, psn: Psn, status: WcStatus) -> Outcome {
+    fn fail_at(&mut self, env: &mut RxEnv<'_>, psn: Psn, status: WcStatus) -> Outcome {
         while !self.sq.is_empty() {
             let hit = self.sq[0].contains(psn) || self.sq[0].first_psn.is_none();
             let st = if hit { status } else { WcStatus::WrFlushErr };

@@ -231,6 +231,31 @@ impl Qp {
         self.attr.path_mtu.bytes()
     }
 
+    /// The requester, and what its completer needs borrowed beside it.
+    fn completer<'a>(
+        &'a mut self,
+        mrs: &'a mut MrTable,
+        cqs: &'a mut [Cq],
+        now: Instant,
+    ) -> (&'a mut Requester, RxEnv<'a>) {
+        let env = RxEnv {
+            mrs,
+            mtu: self.attr.path_mtu.bytes(),
+            qpn: self.qpn,
+            send_cq: self.send_cq,
+            sink: Sink {
+                cqs,
+                backlog: &mut self.backlog,
+            },
+            counters: &mut self.counters,
+            timeout: ack_timeout(self.attr.timeout),
+            retry_cnt: self.attr.retry_cnt,
+            rnr_retry: self.attr.rnr_retry,
+            now,
+        };
+        (&mut self.req, env)
+    }
+
     fn flush(&mut self, cqs: &mut [Cq]) {
         let mut sink = Sink {
             cqs,
@@ -720,16 +745,15 @@ impl Device {
         if ip.ecn() == Ecn::Ce {
             qp.counters.np_ecn_marked_roce_packets += 1;
         }
-        let mtu = qp.mtu();
-        let mut sink = Sink {
-            cqs: &mut self.cqs,
-            backlog: &mut qp.backlog,
-        };
         let fatal = if f.info.is_request() {
+            let mut sink = Sink {
+                cqs: &mut self.cqs,
+                backlog: &mut qp.backlog,
+            };
             let mut env = RespEnv {
                 mrs: &mut self.mrs,
                 pd: qp.pd,
-                mtu,
+                mtu: qp.attr.path_mtu.bytes(),
                 access: qp.attr.qp_access_flags,
                 max_dest_rd_atomic: qp.attr.max_dest_rd_atomic as u32,
                 min_rnr_timer: qp.attr.min_rnr_timer,
@@ -746,19 +770,8 @@ impl Device {
             qp.counters.ghost_responses += 1;
             None
         } else {
-            let mut env = RxEnv {
-                mrs: &mut self.mrs,
-                mtu,
-                qpn: qp.qpn,
-                send_cq: qp.send_cq,
-                sink: &mut sink,
-                counters: &mut qp.counters,
-                timeout: ack_timeout(qp.attr.timeout),
-                retry_cnt: qp.attr.retry_cnt,
-                rnr_retry: qp.attr.rnr_retry,
-                now,
-            };
-            match qp.req.on_response(&mut env, &f) {
+            let (req, mut env) = qp.completer(&mut self.mrs, &mut self.cqs, now);
+            match req.on_response(&mut env, &f) {
                 Outcome::Fatal(s) => Some(s),
                 Outcome::Ok => None,
             }
@@ -860,23 +873,8 @@ impl Device {
         match qp.req.poll(&mut env, now, buf) {
             TxOutcome::Sent(len) => Some(len),
             TxOutcome::Fatal(status) => {
-                let mut sink = Sink {
-                    cqs,
-                    backlog: &mut qp.backlog,
-                };
-                let mut env = RxEnv {
-                    mrs,
-                    mtu,
-                    qpn: qp.qpn,
-                    send_cq: qp.send_cq,
-                    sink: &mut sink,
-                    counters: &mut qp.counters,
-                    timeout: None,
-                    retry_cnt: 0,
-                    rnr_retry: 0,
-                    now,
-                };
-                let _ = qp.req.retire(&mut env);
+                let (req, mut env) = qp.completer(mrs, cqs, now);
+                let _ = req.retire(&mut env);
                 Self::protocol_error(qp, cqs, events, status);
                 // The QP may still owe its peer a response.
                 Self::transmit(qp, mrs, cqs, events, now, buf)
@@ -926,24 +924,8 @@ impl Device {
                 qp.req.timer = ack_timeout(qp.attr.timeout).map(|t| now + t);
             }
             if timer_fired {
-                let mtu = qp.mtu();
-                let mut sink = Sink {
-                    cqs: &mut self.cqs,
-                    backlog: &mut qp.backlog,
-                };
-                let mut env = RxEnv {
-                    mrs: &mut self.mrs,
-                    mtu,
-                    qpn: qp.qpn,
-                    send_cq: qp.send_cq,
-                    sink: &mut sink,
-                    counters: &mut qp.counters,
-                    timeout: ack_timeout(qp.attr.timeout),
-                    retry_cnt: qp.attr.retry_cnt,
-                    rnr_retry: qp.attr.rnr_retry,
-                    now,
-                };
-                if let Outcome::Fatal(s) = qp.req.on_timeout(&mut env) {
+                let (req, mut env) = qp.completer(&mut self.mrs, &mut self.cqs, now);
+                if let Outcome::Fatal(s) = req.on_timeout(&mut env) {
                     Self::protocol_error(qp, &mut self.cqs, &mut self.events, s);
                 }
             }
