@@ -188,14 +188,21 @@ impl Requester {
         self.rnr_left = rnr_retry;
     }
 
-    /// Packets sent and not acknowledged, or a work request in flight.
+    /// Packets sent and not acknowledged. Every PSN of a started work
+    /// request lies in `comp_psn..max_psn` until it is done (a READ or an
+    /// atomic is done when its last response arrives, which is also when
+    /// `comp_psn` passes it), so this is one comparison.
     pub fn outstanding(&self) -> bool {
+        debug_assert!(
+            self.comp_psn != self.max_psn
+                || !self
+                    .sq
+                    .iter()
+                    .take(self.next)
+                    .any(|w| !w.done && w.first_psn.is_some()),
+            "a started work request outside comp_psn..max_psn"
+        );
         self.comp_psn != self.max_psn
-            || self
-                .sq
-                .iter()
-                .take(self.next)
-                .any(|w| !w.done && w.first_psn.is_some())
     }
 
     /// Goes back to `to`: the next packet sent is the one with that PSN.
