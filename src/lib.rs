@@ -10,10 +10,13 @@
 //! - [`pcap`]: capture files, classic pcap and pcapng read, classic pcap
 //!   written;
 //! - [`decode`]: what `ferroce decode` says of each captured frame;
+//! - [`transport`]: the reliable-connected transport as a sans-IO state
+//!   machine (QPs, memory regions, requester, responder, completer);
 //! - [`backend`]: the `Backend` trait the engine drives, and backends that
-//!   need no DPDK;
+//!   need no DPDK, the simulated fabric among them;
 //! - [`dpdk`]: the DPDK layer and all FFI (feature `dpdk`);
-//! - [`engine`]: the poll loop, probe frames and the link test;
+//! - [`engine`]: the poll loop, probe frames, the link test, and the glue
+//!   that runs transport devices over a backend or the simulator;
 //! - [`config`]: TOML configuration.
 //!
 //! The module rules (who may import whom) are in DESIGN.md and checked by

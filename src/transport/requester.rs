@@ -8,7 +8,7 @@
 //! is one packet and one PSN. AckReq is set on the last packet of every
 //! message and after every `ack_req_every` packets. A work request gets its
 //! PSNs when its first packet leaves and keeps them for every
-//! retransmission, so going back to a PSN ([`Requester::rewind`]) resumes
+//! retransmission, so going back to a PSN (`Requester::rewind`) resumes
 //! mid-message with the MIDDLE / LAST opcode and the right offset, and a
 //! READ resumes with a RETH moved by the packets already answered.
 //!

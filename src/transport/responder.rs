@@ -5,7 +5,7 @@
 //!
 //! 1. PSN (§9.7.5.1.1): ahead of the expected PSN -> one NAK PSN sequence
 //!    error carrying the expected PSN, then silence until it arrives;
-//!    behind it -> a duplicate ([`Responder::duplicate`]): SEND / WRITE
+//!    behind it -> a duplicate (`Responder::duplicate`): SEND / WRITE
 //!    re-ACKed (every packet, AckReq or not, with the last PSN executed),
 //!    READ answered again from the requested PSN and offset,
 //!    atomics answered from the saved result, never executed twice.
