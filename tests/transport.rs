@@ -2634,6 +2634,86 @@ fn local_protection_error_after_earlier_requests_that_need_a_retransmission() {
     assert_eq!(p.a.c().retry_exceeded_err, 0);
 }
 
+/// A region deregistered while a message using it is still in flight: the
+/// bytes that would come from it or go to it are never faked. Each case
+/// loses one packet so that the rest of the message moves after the
+/// deregistration.
+#[test]
+fn a_region_deregistered_mid_message_fails_the_message_instead_of_moving_wrong_bytes() {
+    // The requester's source, before go-back-N resends the lost packet.
+    let mut p = Pair::new(Opts::default());
+    p.a.fill(0, &pattern(41, 4096));
+    let op = SendOp::Write {
+        remote_addr: p.b.addr(0),
+        rkey: p.b.rkey(),
+    };
+    p.a.post(wr(1, op, vec![p.a.sge(0, 4096)]));
+    p.set_filter(drop_first(|s| s.from == Side::A && s.psn == 0x102));
+    let mut gone = false;
+    p.run_until(Duration::from_secs(1), |p| {
+        if !gone && p.b.c().out_of_sequence > 0 {
+            let k = p.a.mr.lkey;
+            assert!(p.a.dev.dereg_mr(k));
+            gone = true;
+        }
+        false
+    });
+    p.poll();
+    assert!(gone);
+    assert_eq!(p.a.sent_status(), [(1, WcStatus::LocProtErr)]);
+    assert_eq!(p.a.state(), QpState::Err);
+
+    // The responder's target, between the FIRST packet and the rest.
+    let mut p = Pair::new(Opts::default());
+    let op = SendOp::Write {
+        remote_addr: p.b.addr(0),
+        rkey: p.b.rkey(),
+    };
+    p.a.post(wr(2, op, vec![p.a.sge(0, 4096)]));
+    p.set_filter(drop_first(|s| s.from == Side::A && s.psn == 0x102));
+    let mut gone = false;
+    p.run_until(Duration::from_secs(1), |p| {
+        if !gone && p.b.c().out_of_sequence > 0 {
+            let k = p.b.mr.lkey;
+            assert!(p.b.dev.dereg_mr(k));
+            gone = true;
+        }
+        false
+    });
+    p.poll();
+    assert_eq!(p.a.sent_status(), [(2, WcStatus::RemAccessErr)]);
+    assert_eq!(p.b.c().resp_remote_access_errors, 1);
+    assert_eq!(
+        p.b.events(),
+        [Event::QpError {
+            qpn: p.b.qp,
+            status: WcStatus::RemAccessErr
+        }]
+    );
+
+    // The READ's local buffer, before the lost response is answered again.
+    let mut p = Pair::new(Opts::default());
+    p.b.fill(0, &pattern(43, 4096));
+    let op = SendOp::Read {
+        remote_addr: p.b.addr(0),
+        rkey: p.b.rkey(),
+    };
+    p.a.post(wr(3, op, vec![p.a.sge(0, 4096)]));
+    p.set_filter(drop_first(|s| s.from == Side::B && s.psn == 0x102));
+    let mut gone = false;
+    p.run_until(Duration::from_secs(1), |p| {
+        if !gone && p.a.c().implied_nak_seq_err > 0 {
+            let k = p.a.mr.lkey;
+            assert!(p.a.dev.dereg_mr(k));
+            gone = true;
+        }
+        false
+    });
+    p.poll();
+    assert!(gone);
+    assert_eq!(p.a.sent_status(), [(3, WcStatus::LocProtErr)]);
+}
+
 #[test]
 fn responder_local_protection_error_on_a_bad_receive_sge() {
     type Case = (&'static str, fn(&mut Pair) -> Vec<Sge>);

@@ -20,7 +20,7 @@
 //! - Completions come in send-queue order; an unsignaled success makes
 //!   none.
 
-use super::mr::MrTable;
+use super::mr::{Access, MrTable, PdId};
 use super::requester::Requester;
 use super::wr::{Payload, SendOp, Wc, WcStatus};
 use super::{CqId, QpCounters, Sink};
@@ -32,6 +32,7 @@ use crate::wire::{Frame, Psn};
 /// What the completer needs of its QP.
 pub(crate) struct RxEnv<'a> {
     pub mrs: &'a mut MrTable,
+    pub pd: PdId,
     pub mtu: u32,
     pub qpn: u32,
     pub send_cq: CqId,
@@ -144,6 +145,13 @@ impl Requester {
                 }
                 let orig = f.ext().atomic_ack.unwrap_or(0);
                 if let Payload::Sges(s) = &self.sq[0].wr.payload {
+                    if env
+                        .mrs
+                        .check_span(env.pd, s, 0, 8, Access::LOCAL_WRITE)
+                        .is_err()
+                    {
+                        return self.fail_at(env, psn, WcStatus::LocProtErr);
+                    }
                     env.mrs.scatter(s, 0, &orig.to_le_bytes());
                 }
                 self.sq[0].done = true;
@@ -204,6 +212,15 @@ impl Requester {
             return Outcome::Ok;
         }
         if let Payload::Sges(s) = &w.wr.payload {
+            let len = f.payload.len() as u64;
+            if env
+                .mrs
+                .check_span(env.pd, s, off, len, Access::LOCAL_WRITE)
+                .is_err()
+            {
+                // The READ's local buffer was deregistered meanwhile.
+                return self.fail_at(env, psn, WcStatus::LocProtErr);
+            }
             env.mrs.scatter(s, off, f.payload);
         }
         if last {

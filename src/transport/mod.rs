@@ -132,8 +132,9 @@ pub enum Event {
     /// The send queue of a QP in SQD has nothing outstanding
     /// (`IBV_EVENT_SQ_DRAINED`).
     SqDrained { qpn: u32 },
-    /// A QP went to ERR because of a protocol error; `status` is that of
-    /// the completion that reported it.
+    /// A QP went to ERR because of a protocol error: `status` is that of
+    /// the completion that reported it on this side, or, when this side's
+    /// responder sent a fatal NAK, the one the peer's requester gets.
     QpError { qpn: u32, status: WcStatus },
 }
 
@@ -240,6 +241,7 @@ impl Qp {
     ) -> (&'a mut Requester, RxEnv<'a>) {
         let env = RxEnv {
             mrs,
+            pd: self.pd,
             mtu: self.attr.path_mtu.bytes(),
             qpn: self.qpn,
             send_cq: self.send_cq,
@@ -763,7 +765,12 @@ impl Device {
                 counters: &mut qp.counters,
             };
             match qp.resp.on_request(&mut env, &f) {
-                Verdict::Fatal => Some(WcStatus::RemInvReqErr),
+                // The status the requester's completion will carry.
+                Verdict::Fatal(code) => Some(match code {
+                    wire::ext::NakCode::RemoteAccessError => WcStatus::RemAccessErr,
+                    wire::ext::NakCode::RemoteOperationalError => WcStatus::RemOpErr,
+                    _ => WcStatus::RemInvReqErr,
+                }),
                 _ => None,
             }
         } else if qp.state == QpState::Rtr {

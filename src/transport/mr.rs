@@ -279,6 +279,36 @@ impl MrTable {
         Ok(())
     }
 
+    /// Checks the `len` bytes at `offset` of the data an SGE list describes
+    /// for the access `need`: only the elements those bytes reach, as they
+    /// are reached (a region deregistered or invalidated since the work
+    /// request was posted fails here, before any byte moves).
+    pub fn check_span(
+        &self,
+        pd: PdId,
+        sges: &[Sge],
+        mut offset: u64,
+        len: u64,
+        need: Access,
+    ) -> Result<(), AccessError> {
+        let mut left = len;
+        for s in sges {
+            if left == 0 {
+                break;
+            }
+            let l = s.length as u64;
+            if offset >= l {
+                offset -= l;
+                continue;
+            }
+            let n = (l - offset).min(left);
+            self.check(s.lkey, pd, s.addr.wrapping_add(offset), n, need)?;
+            left -= n;
+            offset = 0;
+        }
+        Ok(())
+    }
+
     /// Checks a remote access of `len` bytes at `va` under `rkey`.
     pub fn check_remote(
         &self,

@@ -131,6 +131,8 @@ pub(crate) struct Requester {
     pub stopped: bool,
     /// SQD reached with nothing outstanding has been reported.
     pub drained_reported: bool,
+    /// The packet being built found its data's region gone.
+    lost_region: bool,
 }
 
 /// What the requester needs of its QP to build a packet.
@@ -176,6 +178,7 @@ impl Requester {
             since_ackreq: 0,
             stopped: false,
             drained_reported: false,
+            lost_region: false,
         }
     }
 
@@ -296,6 +299,13 @@ impl Requester {
             env.counters.rdma_sends += 1;
         }
         let Some(n) = self.emit(env, buf) else {
+            if core::mem::take(&mut self.lost_region) {
+                self.sq[self.next].local_error = Some(WcStatus::LocProtErr);
+                self.stopped = true;
+                if self.next == 0 {
+                    return TxOutcome::Fatal(WcStatus::LocProtErr);
+                }
+            }
             return TxOutcome::Idle;
         };
         if retransmit {
@@ -399,6 +409,17 @@ impl Requester {
         };
         let off = k as u64 * mtu as u64;
         let mrs = env.mrs;
+        if let Payload::Sges(s) = &w.wr.payload {
+            if payload_len > 0
+                && mrs
+                    .check_span(env.pd, s, off, payload_len as u64, Access::NONE)
+                    .is_err()
+            {
+                // A region deregistered since the message started.
+                self.lost_region = true;
+                return None;
+            }
+        }
         let n = env
             .path
             .emit(&pkt, payload_len, buf, |dst| match &w.wr.payload {

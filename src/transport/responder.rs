@@ -146,8 +146,8 @@ pub(crate) enum Verdict {
     Ok,
     /// An RNR NAK was queued: the PSN is not consumed.
     Rnr,
-    /// A fatal NAK was queued: the QP goes to ERR.
-    Fatal,
+    /// A fatal NAK with this code was queued: the QP goes to ERR.
+    Fatal(NakCode),
 }
 
 impl Responder {
@@ -211,7 +211,7 @@ impl Responder {
             _ => {}
         }
         self.push_ack(psn, AckSyndrome::Nak(code));
-        Verdict::Fatal
+        Verdict::Fatal(code)
     }
 
     fn complete_recv(&mut self, env: &mut RespEnv<'_, '_>, wqe: &RecvWqe, wc: Wc) {
@@ -294,7 +294,7 @@ impl Responder {
         match verdict {
             Verdict::Ok => {}
             Verdict::Rnr => return Verdict::Ok,
-            Verdict::Fatal => return Verdict::Fatal,
+            v @ Verdict::Fatal(_) => return v,
         }
         self.sent_psn_nak = false;
         self.e_psn = psn.add(1);
@@ -408,7 +408,11 @@ impl Responder {
         if info.ends_message() && !env.sink.has_room(env.recv_cq) {
             return self.nak(env, psn, NakCode::RemoteOperationalError);
         }
-        if !sges_writable(env.mrs, env.pd, &wqe.sges, *offset, len) {
+        if env
+            .mrs
+            .check_span(env.pd, &wqe.sges, *offset, len, Access::LOCAL_WRITE)
+            .is_err()
+        {
             // A receive WQE whose L_Key, PD, rights or bounds do not fit:
             // a local protection error on the receive and, class A, NAK
             // remote operational error (IBTA §9.9.3.1.2; rxe: malformed WQE).
@@ -513,6 +517,16 @@ impl Responder {
             return self.nak(env, psn, NakCode::RemoteOperationalError);
         }
         if len > 0 {
+            // Checked again per packet: the region may have been
+            // deregistered or invalidated since the FIRST packet.
+            if env
+                .mrs
+                .check_remote(*rkey, env.pd, *va, len, Access::REMOTE_WRITE)
+                .is_err()
+            {
+                self.in_msg = InMsg::None;
+                return self.nak(env, psn, NakCode::RemoteAccessError);
+            }
             env.mrs.write_remote(*rkey, *va, f.payload);
         }
         *va = va.wrapping_add(len);
@@ -704,35 +718,6 @@ impl Responder {
         counters.sent_pkts += 1;
         Some(n)
     }
-}
-
-/// Whether the `len` bytes at `offset` of a receive WQE's data lie in
-/// regions of `pd` that grant local write. Only the elements the data
-/// reaches are checked, when it reaches them (as rxe's copy_data does).
-fn sges_writable(mrs: &MrTable, pd: PdId, sges: &[Sge], mut offset: u64, len: u64) -> bool {
-    let mut left = len;
-    for s in sges {
-        if left == 0 {
-            break;
-        }
-        let l = s.length as u64;
-        if offset >= l {
-            offset -= l;
-            continue;
-        }
-        let n = (l - offset).min(left);
-        let part = Sge {
-            addr: s.addr.wrapping_add(offset),
-            length: n as u32,
-            lkey: s.lkey,
-        };
-        if mrs.check_sges(pd, &[part], Access::LOCAL_WRITE).is_err() {
-            return false;
-        }
-        left -= n;
-        offset = 0;
-    }
-    true
 }
 
 fn packet(opcode: Opcode, psn: Psn, ext: ExtHeaders) -> Packet {
