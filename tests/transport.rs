@@ -2712,6 +2712,36 @@ fn a_region_deregistered_mid_message_fails_the_message_instead_of_moving_wrong_b
     p.poll();
     assert!(gone);
     assert_eq!(p.a.sent_status(), [(3, WcStatus::LocProtErr)]);
+
+    // The READ's source, before the lost response is answered again: the
+    // responder NAKs remote access error rather than send bytes it no
+    // longer has.
+    let mut p = Pair::new(Opts::default());
+    p.b.fill(0, &pattern(47, 4096));
+    let op = SendOp::Read {
+        remote_addr: p.b.addr(0),
+        rkey: p.b.rkey(),
+    };
+    p.a.post(wr(4, op, vec![p.a.sge(0, 4096)]));
+    p.set_filter(drop_first(|s| {
+        s.from == Side::B && s.is_read_resp() && s.psn == 0x102
+    }));
+    let mut gone = false;
+    p.run_until(Duration::from_secs(1), |p| {
+        if !gone && p.a.c().implied_nak_seq_err > 0 {
+            let k = p.b.mr.lkey;
+            assert!(p.b.dev.dereg_mr(k));
+            gone = true;
+        }
+        false
+    });
+    p.poll();
+    assert!(gone);
+    assert_eq!(p.a.sent_status(), [(4, WcStatus::RemAccessErr)]);
+    assert_eq!(p.b.c().resp_remote_access_errors, 1);
+    assert_eq!(p.b.state(), QpState::Err);
+    let naks: Vec<_> = p.seen.iter().filter_map(|s| s.nak()).collect();
+    assert_eq!(naks, [NakCode::RemoteAccessError]);
 }
 
 #[test]

@@ -221,6 +221,16 @@ pub fn ack_timeout(t: u8) -> Option<Duration> {
     (t != 0).then(|| Duration::from_nanos(4096u64 << t.min(31)))
 }
 
+/// The status a requester's completion gets for a fatal NAK (the one the
+/// responder's `QpError` event reports too).
+fn nak_status(code: wire::ext::NakCode) -> WcStatus {
+    match code {
+        wire::ext::NakCode::RemoteAccessError => WcStatus::RemAccessErr,
+        wire::ext::NakCode::RemoteOperationalError => WcStatus::RemOpErr,
+        _ => WcStatus::RemInvReqErr,
+    }
+}
+
 /// P_Keys match if their low 15 bits do and one is a full member (IBTA
 /// §10.9.3).
 fn pkey_match(a: u16, b: u16) -> bool {
@@ -464,7 +474,7 @@ impl Device {
                 caps,
                 path: None,
                 req: Requester::new(caps.max_send_wr as usize, cfg),
-                resp: Responder::new(caps.max_recv_wr as usize, cfg.ack_every),
+                resp: Responder::new(caps.max_recv_wr as usize, cfg.ack_every, pd),
                 counters: QpCounters::default(),
                 backlog: VecDeque::new(),
                 drain_out: false,
@@ -561,7 +571,7 @@ impl Device {
         match (from, to) {
             (_, QpState::Reset) => {
                 qp.req = Requester::new(qp.caps.max_send_wr as usize, cfg);
-                qp.resp = Responder::new(qp.caps.max_recv_wr as usize, cfg.ack_every);
+                qp.resp = Responder::new(qp.caps.max_recv_wr as usize, cfg.ack_every, qp.pd);
                 qp.backlog.clear();
                 qp.path = None;
                 qp.drain_out = false;
@@ -765,12 +775,7 @@ impl Device {
                 counters: &mut qp.counters,
             };
             match qp.resp.on_request(&mut env, &f) {
-                // The status the requester's completion will carry.
-                Verdict::Fatal(code) => Some(match code {
-                    wire::ext::NakCode::RemoteAccessError => WcStatus::RemAccessErr,
-                    wire::ext::NakCode::RemoteOperationalError => WcStatus::RemOpErr,
-                    _ => WcStatus::RemInvReqErr,
-                }),
+                Verdict::Fatal(code) => Some(nak_status(code)),
                 _ => None,
             }
         } else if qp.state == QpState::Rtr {
@@ -861,6 +866,11 @@ impl Device {
         }
         if qp.resp.has_output() {
             if let Some(len) = qp.resp.poll(&path, mtu, mrs, &mut qp.counters, buf) {
+                if let Some(code) = qp.resp.take_failure() {
+                    // That NAK was the last word: nothing queued after it.
+                    qp.resp.clear_output();
+                    Self::protocol_error(qp, cqs, events, nak_status(code));
+                }
                 return Some(len);
             }
         }

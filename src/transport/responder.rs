@@ -124,6 +124,10 @@ pub(crate) struct Responder {
     out: VecDeque<Out>,
     since_ack: u32,
     pub ack_every: u32,
+    /// The protection domain of the QP's memory.
+    pd: PdId,
+    /// A fatal NAK decided while sending (not while receiving).
+    failed: Option<NakCode>,
 }
 
 /// What the responder needs of its QP.
@@ -151,7 +155,7 @@ pub(crate) enum Verdict {
 }
 
 impl Responder {
-    pub fn new(max_recv_wr: usize, ack_every: u32) -> Responder {
+    pub fn new(max_recv_wr: usize, ack_every: u32, pd: PdId) -> Responder {
         Responder {
             e_psn: Psn::new(0),
             msn: 0,
@@ -163,7 +167,15 @@ impl Responder {
             out: VecDeque::new(),
             since_ack: 0,
             ack_every,
+            pd,
+            failed: None,
         }
+    }
+
+    /// A fatal NAK queued by [`Responder::poll`] itself: the caller moves
+    /// the QP to ERR.
+    pub fn take_failure(&mut self) -> Option<NakCode> {
+        self.failed.take()
     }
 
     /// Whether a response is waiting.
@@ -653,6 +665,7 @@ impl Responder {
         counters: &mut QpCounters,
         buf: &mut [u8],
     ) -> Option<usize> {
+        let pd = self.pd;
         let out = self.out.front_mut()?;
         let aeth = |syndrome, msn| AethRepr { syndrome, msn };
         let ack = AckSyndrome::Ack {
@@ -691,6 +704,25 @@ impl Responder {
                 let mtu = mtu as u64;
                 let len = (*resid).min(mtu);
                 let last = *resid <= mtu;
+                if len > 0
+                    && mrs
+                        .check_remote(*rkey, pd, *va, len, Access::REMOTE_READ)
+                        .is_err()
+                {
+                    // The region went away (deregistered or invalidated)
+                    // after the request was checked: a NAK remote access
+                    // error for this PSN rather than bytes that are not
+                    // there; the QP then goes to ERR.
+                    let code = NakCode::RemoteAccessError;
+                    *out = Out::Ack {
+                        psn: *psn,
+                        syndrome: AckSyndrome::Nak(code),
+                        msn: *msn,
+                    };
+                    counters.resp_remote_access_errors += 1;
+                    self.failed = Some(code);
+                    return self.poll(path, mtu as u32, mrs, counters, buf);
+                }
                 let op = match (*fresh, last) {
                     (true, true) => Op::RdmaReadResponseOnly,
                     (true, false) => Op::RdmaReadResponseFirst,
