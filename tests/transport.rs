@@ -5023,3 +5023,32 @@ fn fault_soak_loss_reorder_duplication_corruption() {
     }
     assert!(retrans > 0 && dups > 0, "the faults did happen");
 }
+
+#[test]
+fn a_qp_with_max_rd_atomic_0_refuses_reads_and_atomics_at_post() {
+    let mut p = Pair::new(Opts {
+        max_rd_atomic: 0,
+        ..Opts::default()
+    });
+    let read = SendOp::Read {
+        remote_addr: p.b.addr(0),
+        rkey: p.b.rkey(),
+    };
+    let faa = SendOp::FetchAdd {
+        remote_addr: p.b.addr(0),
+        rkey: p.b.rkey(),
+        add: 1,
+    };
+    for op in [read, faa] {
+        let w = wr(1, op, vec![p.a.sge(0, 8)]);
+        assert!(matches!(
+            p.a.dev.post_send(p.a.qp, w),
+            Err(Error::InvalidArgument(_))
+        ));
+    }
+    // SEND and WRITE still go.
+    p.b.recv(9, vec![p.b.sge(0, 64)]);
+    p.a.post(wr(2, SendOp::Send, vec![p.a.sge(0, 64)]));
+    p.settle();
+    assert_eq!(p.a.sent_status(), [(2, WcStatus::Success)]);
+}

@@ -626,6 +626,13 @@ impl Device {
         if len > 1 << 31 {
             return Err(Error::InvalidArgument("message longer than 2^31 bytes"));
         }
+        if wr.op.is_read_or_atomic() && qp.attr.max_rd_atomic == 0 && qp.state != QpState::Err {
+            // It would never start (IBTA §11.2.5: max_rd_atomic 0 issues no
+            // READ or atomic); refuse it rather than let it wait forever.
+            return Err(Error::InvalidArgument(
+                "max_rd_atomic is 0: this QP issues no READ or atomic",
+            ));
+        }
         if wr.op.is_atomic() && len != 8 {
             return Err(Error::InvalidArgument(
                 "an atomic's local buffer is 8 bytes",
