@@ -1,7 +1,9 @@
 //! Wireshark's `tshark` as an independent judge of the frames we build: one
 //! frame for every opcode of our table (RC, UC, UD SEND with DETH, XRC, the
-//! CNP), over IPv4 and over IPv6 with an 802.1Q tag, plus CNPs built with
-//! `FrameRepr::cnp` from ECN-marked frames, are written to a pcap with
+//! CNP), over IPv4 and over IPv6 with an 802.1Q tag, CNPs built with
+//! `FrameRepr::cnp` from ECN-marked frames, and every frame two RC
+//! transport devices send each other (requests, ACKs, NAKs, READ responses,
+//! atomic ACKs, retransmissions), are written to a pcap with
 //! `ferroce::pcap` and read back with
 //! `tshark -d udp.port==4791,infiniband -T fields`.
 //!
@@ -27,7 +29,6 @@ mod common;
 
 use common::frames;
 use ferroce::pcap;
-use ferroce::wire::ext::AckSyndrome;
 use ferroce::wire::opcode::{HeaderSet, Op, OpcodeInfo, Transport};
 use ferroce::wire::{Ecn, Frame, FrameRepr, IpRepr, Opcode, Psn, ROCE_UDP_PORT};
 use std::collections::HashMap;
@@ -274,6 +275,10 @@ fn dissect(samples: &[Sample]) -> (String, Vec<Row>) {
         .args(["-d", "udp.port==4791,infiniband"])
         // Have tshark verify our IPv4 header checksums too.
         .args(["-o", "ip.check_checksum:TRUE"])
+        // Payload bytes are the application's: tshark's RPC-over-RDMA
+        // heuristic would judge a short SEND payload as a broken RPC
+        // message, which says nothing of the RoCE framing under it.
+        .args(["--disable-protocol", "rpcordma"])
         .args(["-T", "fields", "-E", "header=n", "-E", "separator=/t"])
         .args(["-E", "occurrence=a"])
         .arg(format!("-Eaggregator={AGGREGATOR}"));
@@ -606,7 +611,6 @@ fn check(s: &Sample, row: &Row) -> (Vec<String>, usize) {
             Some(h) => {
                 c.num("infiniband.aeth.syndrome", h.syndrome.to_byte().into());
                 c.num("infiniband.aeth.msn", h.msn.into());
-                assert!(matches!(h.syndrome, AckSyndrome::Ack { .. }));
             }
             None => c.absent("infiniband.aeth"),
         }
@@ -809,4 +813,214 @@ fn the_icrc_oracle_agrees_with_rxe() {
         checked >= 30,
         "only {checked} RoCE frames in the rxe captures"
     );
+}
+
+/// The frames the RC transport itself sends, not hand-built ones: two
+/// devices run SEND (with immediate and invalidate), WRITE (with
+/// immediate), a multi-packet READ, both atomics, a lost packet (NAK PSN
+/// sequence error and go-back-N from a MIDDLE), an RNR NAK and a NAK
+/// remote access error; every frame either side wrote goes to tshark and
+/// must decode as what our parser says it is.
+#[test]
+fn the_transports_own_frames_decode_in_tshark() {
+    use ferroce::engine::rc::{connect_qp, ConnectParams, MAX_FRAME};
+    use ferroce::time::{Duration as VDuration, Instant};
+    use ferroce::transport::*;
+    use ferroce::wire::MacAddr;
+
+    let (mac_a, mac_b) = (MacAddr([2, 0, 0, 0, 0, 1]), MacAddr([2, 0, 0, 0, 0, 2]));
+    let (ip_a, ip_b) = ("198.18.0.1".parse().unwrap(), "198.18.0.2".parse().unwrap());
+    let mut a = Device::new(DeviceConfig::new(mac_a, ip_a)).unwrap();
+    let mut b = Device::new(DeviceConfig::new(mac_b, ip_b)).unwrap();
+    let setup = |d: &mut Device| {
+        let pd = d.alloc_pd();
+        let cq = d.create_cq(256).unwrap();
+        let mr = d
+            .reg_mr(MrSpec {
+                pd,
+                len: 1 << 16,
+                access: Access::ALL,
+                addr: None,
+                key: None,
+            })
+            .unwrap();
+        let qp = d.create_qp(pd, cq, cq, QpCaps::default()).unwrap();
+        (pd, mr, qp)
+    };
+    let (_, mra, qa) = setup(&mut a);
+    let (pdb, mrb, qb) = setup(&mut b);
+    // The payload pattern of the hand-built samples (all zeros would look
+    // like RPC-over-RDMA to tshark's heuristics).
+    a.mr_mut(mra.lkey)
+        .unwrap()
+        .copy_from_slice(&frames::payload(1 << 16));
+    // A region of b's that a SEND with invalidate may invalidate.
+    let inv = b
+        .reg_mr(MrSpec {
+            pd: pdb,
+            len: 64,
+            access: Access::LOCAL_WRITE | Access::REMOTE_INVALIDATE,
+            addr: None,
+            key: None,
+        })
+        .unwrap();
+    let p = ConnectParams {
+        traffic_class: 26 << 2 | 2, // DSCP 26, ECT(0), as ConnectX sends
+        min_rnr_timer: 1,
+        ..ConnectParams::default()
+    };
+    connect_qp(&mut a, qa, qb, mac_b, ip_b, &p, 100, 200).unwrap();
+    connect_qp(&mut b, qb, qa, mac_a, ip_a, &p, 200, 100).unwrap();
+    let sge = |k: &MrKeys, off: u64, len: u32| Sge {
+        addr: k.addr + off,
+        length: len,
+        lkey: k.lkey,
+    };
+    let remote = |off: u64| (mrb.addr + off, mrb.rkey);
+    let ops = [
+        (SendOp::Send, 3000),
+        (SendOp::SendWithImm(0x1234_5678), 5),
+        (SendOp::SendWithInv(inv.rkey), 1),
+        (
+            SendOp::Write {
+                remote_addr: remote(0).0,
+                rkey: remote(0).1,
+            },
+            2500,
+        ),
+        (
+            SendOp::WriteWithImm {
+                remote_addr: remote(8192).0,
+                rkey: remote(8192).1,
+                imm: 9,
+            },
+            7,
+        ),
+        (
+            SendOp::Read {
+                remote_addr: remote(0).0,
+                rkey: remote(0).1,
+            },
+            2100,
+        ),
+        (
+            SendOp::CompareSwap {
+                remote_addr: remote(16384).0,
+                rkey: remote(16384).1,
+                compare: 0,
+                swap: 5,
+            },
+            8,
+        ),
+        (
+            SendOp::FetchAdd {
+                remote_addr: remote(16384).0,
+                rkey: remote(16384).1,
+                add: 3,
+            },
+            8,
+        ),
+        // No receive posted for this one at first: RNR NAK, then a retry.
+        (SendOp::Send, 64),
+        // A bad R_Key: NAK remote access error, the QP goes to ERR.
+        (
+            SendOp::Write {
+                remote_addr: remote(0).0,
+                rkey: 0xBAD,
+            },
+            16,
+        ),
+    ];
+    for i in 0..4 {
+        b.post_recv(
+            qb,
+            RecvWr {
+                wr_id: i,
+                sges: vec![sge(&mrb, 32768 + i * 4096, 4096)],
+            },
+        )
+        .unwrap();
+    }
+    for (i, (op, len)) in ops.iter().enumerate() {
+        let w = SendWr::new(i as u64, *op, Payload::Sges(vec![sge(&mra, 0, *len)]));
+        a.post_send(qa, w).unwrap();
+    }
+    // Shuttle frames both ways in virtual time, recording each; drop the
+    // first copy of the SEND's second packet (PSN 101).
+    let mut samples = Vec::new();
+    let mut buf = vec![0u8; MAX_FRAME];
+    let mut now = Instant::ZERO;
+    let mut dropped = false;
+    let mut reposted = false;
+    for _ in 0..10_000 {
+        let mut moved = false;
+        while let Some(n) = a.poll_transmit(now, &mut buf) {
+            let f = buf[..n].to_vec();
+            let parsed = Frame::parse(&f).unwrap();
+            let (psn, op) = (parsed.psn().value(), parsed.opcode());
+            samples.push(Sample {
+                what: format!("a {op} psn {psn}"),
+                repr: parsed.repr(),
+                payload_len: parsed.payload.len(),
+                bytes: f.clone(),
+            });
+            if psn == 101 && !dropped {
+                dropped = true;
+                continue;
+            }
+            b.handle(now, &f);
+            moved = true;
+        }
+        while let Some(n) = b.poll_transmit(now, &mut buf) {
+            let f = buf[..n].to_vec();
+            let parsed = Frame::parse(&f).unwrap();
+            samples.push(Sample {
+                what: format!("b {} psn {}", parsed.opcode(), parsed.psn().value()),
+                repr: parsed.repr(),
+                payload_len: parsed.payload.len(),
+                bytes: f.clone(),
+            });
+            a.handle(now, &f);
+            moved = true;
+        }
+        if moved {
+            continue;
+        }
+        if b.rx_counters().frames > 0 && !reposted && b.qp_counters(qb).unwrap().out_of_buffer > 0 {
+            reposted = true;
+            b.post_recv(
+                qb,
+                RecvWr {
+                    wr_id: 9,
+                    sges: vec![sge(&mrb, 49152, 4096)],
+                },
+            )
+            .unwrap();
+        }
+        match a.poll_timeout() {
+            Some(t) => {
+                now = t.max(now + VDuration::from_nanos(1));
+                a.handle_timeout(now);
+            }
+            None => break,
+        }
+    }
+    let ops_seen: std::collections::BTreeSet<String> = samples
+        .iter()
+        .map(|s| s.what.split(" psn").next().unwrap_or("").to_string())
+        .collect();
+    println!("{} frames: {ops_seen:?}", samples.len());
+    let naks: Vec<u8> = samples
+        .iter()
+        .filter_map(|s| s.repr.ext.aeth)
+        .map(|a| a.syndrome.to_byte())
+        .filter(|&b| b & 0xE0 != 0)
+        .collect();
+    // A sequence NAK, an RNR NAK (timer 1) and a remote access NAK.
+    assert!(
+        naks.contains(&0x60) && naks.contains(&0x21) && naks.contains(&0x62),
+        "{naks:x?}"
+    );
+    let (version, rows) = dissect(&samples);
+    check_all(&version, &samples, &rows);
 }
