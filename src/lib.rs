@@ -10,6 +10,8 @@
 //! - [`pcap`]: capture files, classic pcap and pcapng read, classic pcap
 //!   written;
 //! - [`decode`]: what `ferroce decode` says of each captured frame;
+//! - [`oob`]: the out-of-band TCP messages of rdma-core's and perftest's
+//!   tools;
 //! - [`transport`]: the reliable-connected transport as a sans-IO state
 //!   machine (QPs, memory regions, requester, responder, completer);
 //! - [`backend`]: the `Backend` trait the engine drives, and backends that
@@ -29,6 +31,7 @@ pub mod config;
 pub mod decode;
 pub mod dpdk;
 pub mod engine;
+pub mod oob;
 pub mod pcap;
 pub mod time;
 pub mod transport;
