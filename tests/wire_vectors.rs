@@ -217,3 +217,42 @@ fn every_opcode_we_build_parses_back() {
         assert_eq!(&out, bytes, "{what}");
     }
 }
+
+/// Every ARP frame of the captures (Linux's requests, broadcast or unicast,
+/// and replies) reads as an Ethernet / IPv4 ARP packet and is written back
+/// byte for byte (the captures hold them unpadded, 42 bytes);
+/// each request for a host of the capture is answered as that host did.
+#[test]
+fn every_arp_frame_of_the_captures_re_emits_exactly() {
+    use ferroce::wire::ethernet::ETHERTYPE_ARP;
+    use ferroce::wire::{ArpOp, ArpPacket, ArpRepr, EthernetFrame};
+    let mut n = 0;
+    for c in captures() {
+        let arps: Vec<ArpRepr> = c
+            .frames
+            .iter()
+            .filter_map(|f| {
+                let eth = EthernetFrame::new_checked(&f[..]).ok()?;
+                (eth.ethertype() == ETHERTYPE_ARP).then(|| {
+                    let p = ArpPacket::new_checked(eth.payload()).unwrap();
+                    let r = ArpRepr::parse(&p).unwrap();
+                    let mut out = [0u8; 64];
+                    let len = r.emit_frame_to(eth.dst(), &mut out).unwrap();
+                    assert_eq!(len, 60, "{}", c.name);
+                    assert_eq!(&out[..42], &f[..42], "{}: ARP re-emitted", c.name);
+                    r
+                })
+            })
+            .collect();
+        for req in arps.iter().filter(|r| r.op == ArpOp::Request) {
+            if let Some(rep) = arps
+                .iter()
+                .find(|r| r.op == ArpOp::Reply && r.spa == req.tpa && r.tha == req.sha)
+            {
+                assert_eq!(req.reply(rep.sha, rep.spa), Some(*rep), "{}", c.name);
+            }
+        }
+        n += arps.len();
+    }
+    assert!(n >= 10, "only {n} ARP frames in the captures");
+}

@@ -29,6 +29,7 @@
 
 #![deny(unsafe_code)]
 
+pub mod arp;
 pub mod bth;
 pub mod ethernet;
 pub mod ext;
@@ -40,6 +41,7 @@ pub mod opcode;
 pub mod psn;
 pub mod udp;
 
+pub use arp::{ArpOp, ArpPacket, ArpRepr};
 pub use bth::{Bth, BthRepr};
 pub use ethernet::{EthernetFrame, EthernetRepr, MacAddr, VlanTag};
 pub use ext::{
