@@ -18,6 +18,7 @@
 #[cfg(feature = "dpdk")]
 pub mod datapath;
 pub mod linktest;
+pub mod neigh;
 pub mod probe;
 pub mod rc;
 pub mod rcdemo;
