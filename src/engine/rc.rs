@@ -1,7 +1,8 @@
 //! Glue between the RC transport and any backend: [`pump`] moves one
-//! round of frames between a [`Device`] and a [`Backend`] queue (the same
-//! function drives a DPDK port and a simulated host), and [`SimNet`] runs
-//! devices on the simulator's fabric in virtual time.
+//! round of frames between an [`Endpoint`] (a [`Device`], or a host with
+//! its neighbour table) and a [`Backend`] queue (the same function drives a
+//! DPDK port and a simulated host), and [`SimNet`] runs devices on the
+//! simulator's fabric in virtual time.
 
 use crate::backend::sim::{Fabric, HostId, Link, LinkConfig, SimError, SwitchId};
 use crate::backend::{Backend, Burst, FrameBuf};
@@ -16,6 +17,31 @@ use core::net::IpAddr;
 /// 4224 is what a 4352 B mbuf data room leaves after its 128 B headroom.
 pub const MAX_FRAME: usize = 4224;
 
+/// What [`pump`] drives: anything that takes received frames and writes
+/// frames to send, in time: a transport [`Device`], or a
+/// [`super::host::Host`] (a device and its neighbour table).
+pub trait Endpoint {
+    fn handle(&mut self, now: Instant, frame: &[u8]);
+    fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize>;
+    fn poll_timeout(&self) -> Option<Instant>;
+    fn handle_timeout(&mut self, now: Instant);
+}
+
+impl Endpoint for Device {
+    fn handle(&mut self, now: Instant, frame: &[u8]) {
+        Device::handle(self, now, frame)
+    }
+    fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+        Device::poll_transmit(self, now, buf)
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        Device::poll_timeout(self)
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        Device::handle_timeout(self, now)
+    }
+}
+
 /// What one [`pump`] moved.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PumpStats {
@@ -28,8 +54,8 @@ pub struct PumpStats {
 /// (a burst at a time). Frames the queue could not take stay in `pending`
 /// for the next round, in order; the device stops being asked for more
 /// while `pending` is full.
-pub fn pump<B: Backend>(
-    dev: &mut Device,
+pub fn pump<E: Endpoint, B: Backend>(
+    dev: &mut E,
     port: &mut B,
     now: Instant,
     pending: &mut Burst<B::Buf>,
@@ -41,8 +67,8 @@ pub fn pump<B: Backend>(
 /// `spare` for the next round instead of dropping it. Most rounds end with
 /// such a buffer; where allocating one costs (the simulator's heap buffers
 /// are allocated and zeroed to [`MAX_FRAME`] each time) this saves it.
-pub fn pump_with<B: Backend>(
-    dev: &mut Device,
+pub fn pump_with<E: Endpoint, B: Backend>(
+    dev: &mut E,
     port: &mut B,
     now: Instant,
     pending: &mut Burst<B::Buf>,
