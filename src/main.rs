@@ -57,6 +57,10 @@ enum Cmd {
         #[arg(long)]
         peer_mac: Option<String>,
     },
+    /// rdma-core's ibv_rc_pingpong on a DPDK port: the same wire and TCP
+    /// exchange, so either end may be ibv_rc_pingpong (on rxe or a NIC).
+    /// Without SERVER it waits for a client.
+    Pingpong(PingpongArgs),
     /// Benchmarks.
     Bench {
         #[command(subcommand)]
@@ -82,6 +86,42 @@ enum Cmd {
     /// lands. One summary line per seed (and a total line for --seeds).
     /// Exits 1 on a mismatch, an error completion or a hang.
     Sim(SimArgs),
+}
+
+#[derive(clap::Args)]
+struct PingpongArgs {
+    #[arg(long)]
+    config: PathBuf,
+    /// The [[port]] to use (its ip is our GID).
+    #[arg(long)]
+    port: String,
+    /// TCP port of the exchange.
+    #[arg(short = 'p', long = "tcp-port", default_value_t = 18515)]
+    tcp_port: u16,
+    /// Bytes per message.
+    #[arg(short = 's', long, default_value_t = 4096)]
+    size: u32,
+    /// Messages each way.
+    #[arg(short = 'n', long, default_value_t = 1000)]
+    iters: u32,
+    /// Path MTU: 256, 512, 1024, 2048 or 4096.
+    #[arg(short = 'm', long, default_value_t = 1024)]
+    mtu: u32,
+    /// Receives posted.
+    #[arg(short = 'r', long, default_value_t = 500)]
+    rx_depth: u32,
+    /// GID index (accepted for ibv_rc_pingpong's command lines; the port
+    /// has one GID, its IPv4 address).
+    #[arg(short = 'g', long)]
+    gid_idx: Option<u32>,
+    /// Give up after this many milliseconds (the exchange and the run).
+    #[arg(long, default_value_t = 30_000)]
+    timeout_ms: u64,
+    /// Print the QP's counters at the end.
+    #[arg(long)]
+    stats: bool,
+    /// The server's address (TCP); without it we are the server.
+    server: Option<std::net::IpAddr>,
 }
 
 #[derive(clap::Args)]
@@ -266,6 +306,12 @@ fn run(cmd: Cmd) -> Result<bool> {
             }
             peer_mac.map(|m| parse_mac(&m)).transpose()?;
         }
+        Cmd::Pingpong(a) => {
+            let cfg = Config::load(&a.config)?;
+            if cfg.port(&a.port).is_none() {
+                bail!("the config has no port named {:?}", a.port);
+            }
+        }
         Cmd::Decode { .. }
         | Cmd::Sim(_)
         | Cmd::Bench {
@@ -322,6 +368,7 @@ fn run(cmd: Cmd) -> Result<bool> {
                 },
         } => cmd::bench_io(&load(&config)?, packets, frame_len, rounds),
         Cmd::Info { config } => cmd::info(&load(&config)?),
+        Cmd::Pingpong(a) => cmd::pingpong(a),
         Cmd::Decode { .. }
         | Cmd::Sim(_)
         | Cmd::Bench {
@@ -741,6 +788,46 @@ mod cmd {
             println!("  FAILED: {f}");
         }
         Ok(r.ok(&dc))
+    }
+
+    pub fn pingpong(a: super::PingpongArgs) -> Result<bool> {
+        use ferroce::engine::pingpong::{self, PingpongOpts, Role};
+        let cfg = Config::load(&a.config)?;
+        let mtu = ferroce::transport::Mtu::from_bytes(a.mtu)
+            .with_context(|| format!("-m {}: not 256, 512, 1024, 2048 or 4096", a.mtu))?;
+        let opts = PingpongOpts {
+            size: a.size,
+            iters: a.iters,
+            mtu,
+            rx_depth: a.rx_depth,
+            tcp_port: a.tcp_port,
+            timeout: std::time::Duration::from_millis(a.timeout_ms),
+        };
+        let dp = Datapath::open(&cfg, &[a.port.as_str()])?;
+        let clock = TscClock::new(&dp.eal);
+        let (pc, p) = dp.port(&a.port)?;
+        if let Some(core) = pc.core {
+            dpdk::lcore::pin_current_thread(core)?;
+        }
+        let mac = ferroce::wire::MacAddr(p.mac()?.0);
+        let role = match a.server {
+            Some(ip) => Role::Client(ip),
+            None => Role::Server,
+        };
+        let mut q = dp.queue(&a.port)?;
+        let mut out = std::io::stdout();
+        let r = pingpong::run(&mut q, &clock, mac, pc.ip, &role, &opts, &mut out)?;
+        r.print(&opts, &mut out)?;
+        if a.stats {
+            println!("  counters: {}", r.counters);
+        }
+        if r.bad_payloads > 0 {
+            println!("{} messages arrived with wrong bytes", r.bad_payloads);
+        }
+        // Leave the link up a moment for the peer's last frames.
+        let _ = p.wait_link_down(std::time::Duration::from_millis(200));
+        drop(q);
+        Ok(r.bad_payloads == 0)
     }
 
     pub fn linktest(

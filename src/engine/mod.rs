@@ -20,6 +20,7 @@ pub mod datapath;
 pub mod host;
 pub mod linktest;
 pub mod neigh;
+pub mod pingpong;
 pub mod probe;
 pub mod rc;
 pub mod rcdemo;

@@ -1,0 +1,91 @@
+//! `ferroce pingpong` against itself in two processes over DPDK's net_memif
+//! (shared memory, no root): the TCP exchange on localhost, ARP and the RC
+//! transport over the memif link, ibv_rc_pingpong's output on both sides.
+#![cfg(feature = "dpdk")]
+
+mod common;
+use common::*;
+use std::process::Command;
+use std::time::Duration;
+
+fn config(socket: &str, role: &str, ip: &str) -> String {
+    format!(
+        "[eal]\nhugepages = \"off\"\nmemory_mb = 256\n\n\
+         [[port]]\nname = \"m\"\ndevice = \"net_memif0,role={role},id=0,bsize=8192,socket={socket}\"\nip = \"{ip}\"\n"
+    )
+}
+
+fn pingpong(size: u32, iters: u32, mtu: u32) {
+    let dir = TempDir::new();
+    let sock = dir.path().join("memif.sock").display().to_string();
+    let server = dir.write("server.toml", &config(&sock, "server", "198.18.0.1"));
+    let client = dir.write("client.toml", &config(&sock, "client", "198.18.0.2"));
+    // A TCP port of our own, so parallel tests do not meet.
+    let tcp = (21000 + std::process::id() % 20000 + size % 97).to_string();
+    let args = |cfg: &std::path::Path| -> Vec<String> {
+        [
+            "pingpong",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--port",
+            "m",
+            "-p",
+            &tcp,
+            "-s",
+            &size.to_string(),
+            "-n",
+            &iters.to_string(),
+            "-m",
+            &mtu.to_string(),
+            "--stats",
+            "--timeout-ms",
+            "60000",
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    let mut s = Command::new(ferroce());
+    s.args(args(&server));
+    let mut c = Command::new(ferroce());
+    c.args(args(&client)).arg("127.0.0.1");
+    let srv = spawn(&mut s, Duration::from_secs(90));
+    std::thread::sleep(Duration::from_millis(700));
+    let cli = spawn(&mut c, Duration::from_secs(90)).wait();
+    let srv = srv.wait();
+    let what = format!("pingpong -s {size} -n {iters} -m {mtu}");
+    assert!(cli.ok(), "{what}: client failed:\n{}", cli.all());
+    assert!(srv.ok(), "{what}: server failed:\n{}", srv.all());
+    for (side, out) in [("client", &cli), ("server", &srv)] {
+        let o = &out.stdout;
+        assert!(
+            o.contains("  local address:  LID 0x0000, QPN 0x"),
+            "{side}:\n{o}"
+        );
+        assert!(
+            o.contains("  remote address: LID 0x0000, QPN 0x"),
+            "{side}:\n{o}"
+        );
+        let bytes = size as u64 * iters as u64 * 2;
+        assert!(o.contains(&format!("{bytes} bytes in ")), "{side}:\n{o}");
+        assert!(o.contains(&format!("{iters} iters in ")), "{side}:\n{o}");
+    }
+    assert!(
+        cli.stdout.contains("GID ::ffff:198.18.0.1"),
+        "{}",
+        cli.all()
+    );
+    assert!(
+        srv.stdout.contains("GID ::ffff:198.18.0.2"),
+        "{}",
+        srv.all()
+    );
+}
+
+/// Few iterations: two busy-polling processes on a 2-core machine see a
+/// round trip of some milliseconds over memif (the link test with a
+/// window of 1 shows the same), so this checks function, not speed.
+#[test]
+fn pingpong_against_itself_over_memif() {
+    pingpong(4096, 300, 1024);
+    pingpong(100, 100, 4096);
+}
