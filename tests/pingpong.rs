@@ -1,6 +1,8 @@
-//! `ferroce pingpong` against itself in two processes over DPDK's net_memif
-//! (shared memory, no root): the TCP exchange on localhost, ARP and the RC
-//! transport over the memif link, ibv_rc_pingpong's output on both sides.
+//! `ferroce pingpong` against itself in two processes: over DPDK's
+//! net_memif (shared memory, no root; the TCP exchange on localhost), and
+//! over net_af_packet on a veth pair between two network namespaces (root;
+//! the exchange through the namespaces' kernels). ARP and the RC transport
+//! run over the link; ibv_rc_pingpong's output on both sides.
 #![cfg(feature = "dpdk")]
 
 mod common;
@@ -88,4 +90,72 @@ fn pingpong(size: u32, iters: u32, mtu: u32) {
 fn pingpong_against_itself_over_memif() {
     pingpong(4096, 300, 1024);
     pingpong(100, 100, 4096);
+}
+
+fn af_packet_config(ip: &str) -> String {
+    format!(
+        "[eal]\nhugepages = \"off\"\nmemory_mb = 256\n\n\
+         [[port]]\nname = \"p\"\n\
+         device = \"net_af_packet0,iface=veth0,framesz=4352,blocksz=69632,framecnt=512,qdisc_bypass=1\"\n\
+         ip = \"{ip}\"\n"
+    )
+}
+
+/// Over a veth pair between two network namespaces through
+/// net_af_packet: the kernel of each namespace owns a 10.99.0.x address
+/// for the TCP exchange (as the host's own stack would), ferroce owns
+/// 198.18.0.x on the same link for RoCE and answers ARP for it. Needs
+/// root; skipped otherwise.
+#[test]
+fn pingpong_against_itself_over_af_packet_between_namespaces() {
+    if !is_root() {
+        eprintln!("SKIPPED pingpong_against_itself_over_af_packet_between_namespaces: needs root to create network namespaces");
+        return;
+    }
+    let veth = VethPair::new("pp", 9000);
+    for (side, addr) in ["10.99.0.1/24", "10.99.0.2/24"].iter().enumerate() {
+        let st = Command::new("ip")
+            .args(["-n", &veth.ns[side], "addr", "add", addr, "dev", "veth0"])
+            .status()
+            .unwrap();
+        assert!(st.success(), "ip addr add {addr}");
+    }
+    let dir = TempDir::new();
+    let a = dir.write("a.toml", &af_packet_config("198.18.0.1"));
+    let b = dir.write("b.toml", &af_packet_config("198.18.0.2"));
+    let args = |cfg: &std::path::Path, extra: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = [
+            "pingpong",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--port",
+            "p",
+            "-s",
+            "4096",
+            "-n",
+            "200",
+            "--stats",
+            "--timeout-ms",
+            "60000",
+        ]
+        .map(String::from)
+        .to_vec();
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v
+    };
+    let mut server = veth.command(1, &args(&b, &[]));
+    let mut client = veth.command(0, &args(&a, &["10.99.0.2"]));
+    let srv = spawn(&mut server, Duration::from_secs(90));
+    std::thread::sleep(Duration::from_millis(700));
+    let cli = spawn(&mut client, Duration::from_secs(90)).wait();
+    let srv = srv.wait();
+    assert!(cli.ok(), "client failed:\n{}", cli.all());
+    assert!(srv.ok(), "server failed:\n{}", srv.all());
+    assert!(cli.stdout.contains("1638400 bytes in "), "{}", cli.all());
+    assert!(srv.stdout.contains("200 iters in "), "{}", srv.all());
+    assert!(
+        cli.stdout.contains("GID ::ffff:198.18.0.2"),
+        "{}",
+        cli.all()
+    );
 }
