@@ -120,6 +120,10 @@ struct PingpongArgs {
     /// Print the QP's counters at the end.
     #[arg(long)]
     stats: bool,
+    /// Record every frame sent and received on the port (classic pcap,
+    /// nanosecond timestamps); `ferroce decode` or Wireshark reads it.
+    #[arg(long)]
+    pcap: Option<PathBuf>,
     /// The server's address (TCP); without it we are the server.
     server: Option<std::net::IpAddr>,
 }
@@ -816,7 +820,23 @@ mod cmd {
         };
         let mut q = dp.queue(&a.port)?;
         let mut out = std::io::stdout();
-        let r = pingpong::run(&mut q, &clock, mac, pc.ip, &role, &opts, &mut out)?;
+        let r = match &a.pcap {
+            None => pingpong::run(&mut q, &clock, mac, pc.ip, &role, &opts, &mut out)?,
+            Some(path) => {
+                use ferroce::backend::capture::Capture;
+                let w = ferroce::pcap::create(path, ferroce::pcap::Precision::Nano)?;
+                let unix = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)?
+                    .as_nanos() as u64;
+                let epoch = unix.saturating_sub(clock.now().as_nanos());
+                let mut cap = Capture::new(q, clock, w, epoch);
+                let r = pingpong::run(&mut cap, &clock, mac, pc.ip, &role, &opts, &mut out);
+                let (back, n) = cap.finish()?;
+                q = back;
+                println!("  pcap: {n} frames written to {}", path.display());
+                r?
+            }
+        };
         r.print(&opts, &mut out)?;
         if a.stats {
             println!("  counters: {}", r.counters);

@@ -48,8 +48,12 @@ fn pingpong(size: u32, iters: u32, mtu: u32) {
     };
     let mut s = Command::new(ferroce());
     s.args(args(&server));
+    let pcap = dir.path().join("client.pcap");
     let mut c = Command::new(ferroce());
-    c.args(args(&client)).arg("127.0.0.1");
+    c.args(args(&client))
+        .arg("--pcap")
+        .arg(&pcap)
+        .arg("127.0.0.1");
     let srv = spawn(&mut s, Duration::from_secs(90));
     std::thread::sleep(Duration::from_millis(700));
     let cli = spawn(&mut c, Duration::from_secs(90)).wait();
@@ -81,6 +85,17 @@ fn pingpong(size: u32, iters: u32, mtu: u32) {
         "{}",
         srv.all()
     );
+    // The client's capture: every RoCE frame both ways, each with a good
+    // ICRC, by `ferroce decode`; the ARP and TCP frames are skipped there.
+    assert!(cli.stdout.contains("  pcap: "), "{}", cli.all());
+    let d = run(&["decode", pcap.to_str().unwrap()], Duration::from_secs(60));
+    assert!(d.ok(), "decode:\n{}", d.all());
+    let per_msg = size.div_ceil(mtu) as u64 + 1; // packets + ACK
+    let want = 2 * iters as u64 * per_msg;
+    let totals = d.stdout.lines().last().unwrap_or_default().to_string();
+    let roce: u64 = totals.split(' ').next().unwrap_or("0").parse().unwrap_or(0);
+    assert!(roce >= want, "{totals} (want at least {want})");
+    assert!(totals.contains(" 0 icrc bad, 0 malformed"), "{totals}");
 }
 
 /// Few iterations: two busy-polling processes on a 2-core machine see a

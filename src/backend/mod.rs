@@ -10,6 +10,7 @@
 
 #![deny(unsafe_code)]
 
+pub mod capture;
 pub mod loopback;
 pub mod sim;
 
