@@ -325,8 +325,17 @@ impl MrTable {
     }
 
     /// Copies bytes `offset..offset + out.len()` of the data described by
-    /// `sges` into `out` (gather). The SGEs were checked.
-    pub fn gather(&self, sges: &[Sge], mut offset: u64, out: &mut [u8]) {
+    /// `sges` into `out` (gather), checking each element it reaches as it
+    /// goes (key, protection domain, validity, bounds): a region
+    /// deregistered or invalidated since the work request was posted fails
+    /// here, with `out` partly written.
+    pub fn gather(
+        &self,
+        pd: PdId,
+        sges: &[Sge],
+        mut offset: u64,
+        out: &mut [u8],
+    ) -> Result<(), AccessError> {
         let mut done = 0;
         for s in sges {
             if done == out.len() {
@@ -338,14 +347,12 @@ impl MrTable {
                 continue;
             }
             let n = ((l - offset) as usize).min(out.len() - done);
-            if let Some(mr) = self.mrs.get(&s.lkey) {
-                if let Ok(o) = mr.range(s.lkey, s.addr + offset, n as u64) {
-                    out[done..done + n].copy_from_slice(&mr.bytes[o..o + n]);
-                }
-            }
+            let (mr, o) = self.check(s.lkey, pd, s.addr + offset, n as u64, Access::NONE)?;
+            out[done..done + n].copy_from_slice(&mr.bytes[o..o + n]);
             done += n;
             offset = 0;
         }
+        Ok(())
     }
 
     /// Copies `data` into the data described by `sges` from `offset` on
@@ -519,7 +526,7 @@ mod tests {
 
     #[test]
     fn gather_and_scatter_cross_sges() {
-        let (mut t, _pd, k) = table();
+        let (mut t, pd, k) = table();
         let sges = [
             Sge {
                 addr: 0x1000,
@@ -535,7 +542,7 @@ mod tests {
         assert!(t.scatter(&sges, 2, b"abcdef"));
         assert!(!t.scatter(&sges, 7, b"xy"));
         let mut out = [0u8; 6];
-        t.gather(&sges, 2, &mut out);
+        t.gather(pd, &sges, 2, &mut out).unwrap();
         assert_eq!(&out[..5], b"abcde");
         assert_eq!(out[5], b'x');
     }

@@ -408,26 +408,22 @@ impl Requester {
             ext,
         };
         let off = k as u64 * mtu as u64;
-        let mrs = env.mrs;
-        if let Payload::Sges(s) = &w.wr.payload {
-            if payload_len > 0
-                && mrs
-                    .check_span(env.pd, s, off, payload_len as u64, Access::NONE)
-                    .is_err()
-            {
-                // A region deregistered since the message started.
-                self.lost_region = true;
-                return None;
-            }
-        }
+        let (mrs, pd) = (env.mrs, env.pd);
+        let mut gathered = Ok(());
         let n = env
             .path
             .emit(&pkt, payload_len, buf, |dst| match &w.wr.payload {
                 Payload::Inline(b) => {
                     dst.copy_from_slice(&b[off as usize..off as usize + dst.len()])
                 }
-                Payload::Sges(s) => mrs.gather(s, off, dst),
+                Payload::Sges(s) => gathered = mrs.gather(pd, s, off, dst),
             })?;
+        if gathered.is_err() {
+            // A region deregistered since the message started: the frame
+            // is not sent.
+            self.lost_region = true;
+            return None;
+        }
         env.counters.sent_pkts += 1;
         self.since_ackreq = if ack_req { 0 } else { self.since_ackreq + 1 };
         self.psn = psn.add(consumed);
