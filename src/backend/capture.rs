@@ -41,6 +41,8 @@ impl<B: Backend, C: Clock, W: Write> Capture<B, C, W> {
         }
     }
 
+    /// Writes one frame stamped now; after a write error it records
+    /// nothing more (the error waits for [`Capture::finish`]).
     fn record(&mut self, data: &[u8]) {
         if self.error.is_some() {
             return;
@@ -78,14 +80,8 @@ impl<B: Backend, C: Clock, W: Write> Backend for Capture<B, C, W> {
     fn rx_burst(&mut self, out: &mut Burst<B::Buf>) -> usize {
         let before = out.len();
         let n = self.inner.rx_burst(out);
-        for i in before..out.len() {
-            let ts = self.epoch_ns + self.clock.now().as_nanos();
-            if self.error.is_none() {
-                match self.writer.write(ts, out[i].data()) {
-                    Ok(()) => self.frames += 1,
-                    Err(e) => self.error = Some(e),
-                }
-            }
+        for f in &out[before..] {
+            self.record(f.data());
         }
         n
     }
@@ -96,9 +92,8 @@ impl<B: Backend, C: Clock, W: Write> Backend for Capture<B, C, W> {
 
     fn tx_burst(&mut self, frames: &mut Burst<B::Buf>) -> usize {
         let skip = self.recorded_unsent.min(frames.len());
-        for i in skip..frames.len() {
-            let data = frames[i].data().to_vec();
-            self.record(&data);
+        for f in &frames[skip..] {
+            self.record(f.data());
         }
         let n = self.inner.tx_burst(frames);
         self.recorded_unsent = frames.len();
