@@ -190,26 +190,18 @@ impl Neighbours {
         if (known || for_us) && arp.spa != Ipv4Addr::UNSPECIFIED {
             match self.table.get(&arp.spa) {
                 Some(State::Static(_)) => {}
-                Some(State::Incomplete { .. })
-                | Some(State::Probe { .. })
-                | Some(State::Failed { .. }) => {
-                    self.counters.resolved += 1;
-                    self.table.insert(
-                        arp.spa,
-                        State::Reachable {
-                            mac: arp.sha,
-                            since: now,
-                        },
-                    );
-                }
-                _ => {
-                    self.table.insert(
-                        arp.spa,
-                        State::Reachable {
-                            mac: arp.sha,
-                            since: now,
-                        },
-                    );
+                old => {
+                    if matches!(
+                        old,
+                        Some(State::Incomplete { .. } | State::Probe { .. } | State::Failed { .. })
+                    ) {
+                        self.counters.resolved += 1;
+                    }
+                    let fresh = State::Reachable {
+                        mac: arp.sha,
+                        since: now,
+                    };
+                    self.table.insert(arp.spa, fresh);
                 }
             }
         }
