@@ -7,15 +7,6 @@
 mod common;
 use common::*;
 
-fn config(ip: &str) -> String {
-    format!(
-        "[eal]\nhugepages = \"off\"\nmemory_mb = 256\n\n\
-         [[port]]\nname = \"p\"\n\
-         device = \"net_af_packet0,iface=veth0,framesz=4352,blocksz=69632,framecnt=512,qdisc_bypass=1\"\n\
-         ip = \"{ip}\"\n"
-    )
-}
-
 #[test]
 fn af_packet_over_a_veth_between_two_namespaces() {
     if !is_root() {
@@ -24,8 +15,8 @@ fn af_packet_over_a_veth_between_two_namespaces() {
     }
     let veth = VethPair::new("afp", 9000);
     let dir = TempDir::new();
-    let a = dir.write("a.toml", &config("198.18.0.1"));
-    let b = dir.write("b.toml", &config("198.18.0.2"));
+    let a = dir.write("a.toml", &af_packet_config("198.18.0.1"));
+    let b = dir.write("b.toml", &af_packet_config("198.18.0.2"));
     for (payload, count) in [(1024, 20000), (4096, 5000), (61, 5000)] {
         let opts = ["--window", "32", "--timeout-ms", "60000"];
         let answerer = veth.command(1, &linktest_args(&b, "p", "answer", count, payload, &opts));

@@ -6,18 +6,11 @@ mod common;
 use common::*;
 use std::process::Command;
 
-fn config(socket: &str, role: &str, ip: &str) -> String {
-    format!(
-        "[eal]\nhugepages = \"off\"\nmemory_mb = 256\n\n\
-         [[port]]\nname = \"m\"\ndevice = \"net_memif0,role={role},id=0,bsize=8192,socket={socket}\"\nip = \"{ip}\"\n"
-    )
-}
-
 fn exchange(payload: usize, count: u64) {
     let dir = TempDir::new();
     let sock = dir.path().join("memif.sock").display().to_string();
-    let server = dir.write("server.toml", &config(&sock, "server", "198.18.0.1"));
-    let client = dir.write("client.toml", &config(&sock, "client", "198.18.0.2"));
+    let server = dir.write("server.toml", &memif_config(&sock, "server", "198.18.0.1"));
+    let client = dir.write("client.toml", &memif_config(&sock, "client", "198.18.0.2"));
     let timeout = ["--timeout-ms", "60000"];
     let mut answerer = Command::new(ferroce());
     answerer.args(linktest_args(

@@ -10,18 +10,11 @@ use common::*;
 use std::process::Command;
 use std::time::Duration;
 
-fn config(socket: &str, role: &str, ip: &str) -> String {
-    format!(
-        "[eal]\nhugepages = \"off\"\nmemory_mb = 256\n\n\
-         [[port]]\nname = \"m\"\ndevice = \"net_memif0,role={role},id=0,bsize=8192,socket={socket}\"\nip = \"{ip}\"\n"
-    )
-}
-
 fn pingpong(size: u32, iters: u32, mtu: u32) {
     let dir = TempDir::new();
     let sock = dir.path().join("memif.sock").display().to_string();
-    let server = dir.write("server.toml", &config(&sock, "server", "198.18.0.1"));
-    let client = dir.write("client.toml", &config(&sock, "client", "198.18.0.2"));
+    let server = dir.write("server.toml", &memif_config(&sock, "server", "198.18.0.1"));
+    let client = dir.write("client.toml", &memif_config(&sock, "client", "198.18.0.2"));
     // A TCP port of our own, so parallel tests do not meet.
     let tcp = (21000 + std::process::id() % 20000 + size % 97).to_string();
     let args = |cfg: &std::path::Path| -> Vec<String> {
@@ -105,15 +98,6 @@ fn pingpong(size: u32, iters: u32, mtu: u32) {
 fn pingpong_against_itself_over_memif() {
     pingpong(4096, 300, 1024);
     pingpong(100, 100, 4096);
-}
-
-fn af_packet_config(ip: &str) -> String {
-    format!(
-        "[eal]\nhugepages = \"off\"\nmemory_mb = 256\n\n\
-         [[port]]\nname = \"p\"\n\
-         device = \"net_af_packet0,iface=veth0,framesz=4352,blocksz=69632,framecnt=512,qdisc_bypass=1\"\n\
-         ip = \"{ip}\"\n"
-    )
 }
 
 /// Over a veth pair between two network namespaces through

@@ -162,6 +162,26 @@ fn ip_ok(args: &[&str]) {
     );
 }
 
+/// A config with one port `m` on net_memif (shared memory between two
+/// processes through `socket`; `role` server or client), no hugepages.
+pub fn memif_config(socket: &str, role: &str, ip: &str) -> String {
+    format!(
+        "[eal]\nhugepages = \"off\"\nmemory_mb = 256\n\n\
+         [[port]]\nname = \"m\"\ndevice = \"net_memif0,role={role},id=0,bsize=8192,socket={socket}\"\nip = \"{ip}\"\n"
+    )
+}
+
+/// A config with one port `p` on net_af_packet over `veth0` (of a
+/// [`VethPair`] namespace), no hugepages.
+pub fn af_packet_config(ip: &str) -> String {
+    format!(
+        "[eal]\nhugepages = \"off\"\nmemory_mb = 256\n\n\
+         [[port]]\nname = \"p\"\n\
+         device = \"net_af_packet0,iface=veth0,framesz=4352,blocksz=69632,framecnt=512,qdisc_bypass=1\"\n\
+         ip = \"{ip}\"\n"
+    )
+}
+
 /// Two network namespaces joined by a veth pair (`veth0` in each), removed on
 /// drop (deleting a namespace deletes its end of the veth).
 pub struct VethPair {
