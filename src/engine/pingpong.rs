@@ -18,7 +18,7 @@ use super::neigh::{Lookup, NeighConfig};
 use super::rc::{connect_qp, pump, ConnectParams};
 use crate::backend::{Backend, Burst};
 use crate::oob::{gid_of, ip_of, pingpong};
-use crate::time::{Clock, Duration};
+use crate::time::{Clock, Duration, Instant};
 use crate::transport::{
     Access, DeviceConfig, MrSpec, Mtu, Payload, QpCaps, QpCounters, RecvWr, SendOp, SendWr, Sge,
     WcStatus,
@@ -118,71 +118,6 @@ pub fn address_line(which: &str, d: &pingpong::Dest) -> String {
     )
 }
 
-/// Reads exactly `n` bytes from the exchange while keeping the port alive
-/// (the peer may be resolving our MAC meanwhile: ARP must be answered).
-#[allow(clippy::too_many_arguments)]
-fn read_pumping<B: Backend>(
-    s: &mut TcpStream,
-    n: usize,
-    host: &mut Host,
-    port: &mut B,
-    pending: &mut Burst<B::Buf>,
-    clock: &dyn Clock,
-    limit: Duration,
-) -> Result<Vec<u8>> {
-    s.set_nonblocking(true)?;
-    let mut b = vec![0u8; n];
-    let mut got = 0;
-    let end = clock.now() + limit;
-    while got < n {
-        match s.read(&mut b[got..]) {
-            Ok(0) => bail!("the peer closed the TCP connection after {got} of {n} bytes"),
-            Ok(k) => got += k,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                let now = clock.now();
-                if now > end {
-                    bail!("no message from the peer in {limit}");
-                }
-                pump(host, port, now, pending);
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e).context("reading from the peer's TCP connection"),
-        }
-    }
-    s.set_nonblocking(false)?;
-    Ok(b)
-}
-
-/// Accepts one connection while keeping the port alive.
-fn accept_pumping<B: Backend>(
-    l: &TcpListener,
-    host: &mut Host,
-    port: &mut B,
-    pending: &mut Burst<B::Buf>,
-    clock: &dyn Clock,
-    limit: Duration,
-) -> Result<TcpStream> {
-    l.set_nonblocking(true)?;
-    let end = clock.now() + limit;
-    loop {
-        match l.accept() {
-            Ok((s, _)) => {
-                s.set_nonblocking(false)?;
-                return Ok(s);
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                let now = clock.now();
-                if now > end {
-                    bail!("no client in {limit}");
-                }
-                pump(host, port, now, pending);
-                std::thread::yield_now();
-            }
-            Err(e) => return Err(e).context("accepting the client"),
-        }
-    }
-}
-
 /// A pseudo-random 24-bit PSN (`lrand48() & 0xffffff` in the C tool).
 fn random_psn() -> u32 {
     let t = std::time::SystemTime::now()
@@ -195,25 +130,90 @@ fn random_psn() -> u32 {
     (x as u32) & 0xFF_FFFF
 }
 
-/// Pumps `host` on `port` until the MAC of `ip` is known.
-fn resolve<B: Backend>(
-    host: &mut Host,
-    port: &mut B,
-    out: &mut Burst<B::Buf>,
-    clock: &dyn Clock,
-    ip: Ipv4Addr,
+/// A host on its port, kept alive (frames in and out, ARP answered) while
+/// the tool waits for the TCP exchange or for an ARP answer.
+struct Live<'a, B: Backend> {
+    host: Host,
+    port: &'a mut B,
+    pending: Burst<B::Buf>,
+    clock: &'a dyn Clock,
     limit: Duration,
-) -> Result<MacAddr> {
-    let end = clock.now() + limit;
-    loop {
-        let now = clock.now();
-        match host.lookup(ip, now) {
-            Lookup::Found(m) => return Ok(m),
-            Lookup::Failed => bail!("no ARP answer from {ip}"),
-            Lookup::Pending if now > end => bail!("no ARP answer from {ip} in {limit}"),
-            Lookup::Pending => {}
+}
+
+impl<B: Backend> Live<'_, B> {
+    /// One round of frames at the clock's now.
+    fn pump(&mut self) {
+        let now = self.clock.now();
+        pump(&mut self.host, self.port, now, &mut self.pending);
+    }
+
+    /// Pumps until `step` gives a value, for at most `limit`; `what` names
+    /// what did not come.
+    fn until<T>(
+        &mut self,
+        what: &str,
+        mut step: impl FnMut(&mut Host, Instant) -> Result<Option<T>>,
+    ) -> Result<T> {
+        let end = self.clock.now() + self.limit;
+        loop {
+            let now = self.clock.now();
+            if let Some(v) = step(&mut self.host, now)? {
+                return Ok(v);
+            }
+            if now > end {
+                bail!("{what} in {}", self.limit);
+            }
+            self.pump();
         }
-        pump(host, port, now, out);
+    }
+
+    /// Reads exactly `n` bytes of the exchange (the peer may be resolving
+    /// our MAC meanwhile: ARP must be answered).
+    fn read(&mut self, s: &mut TcpStream, n: usize) -> Result<Vec<u8>> {
+        s.set_nonblocking(true)?;
+        let mut b = vec![0u8; n];
+        let mut got = 0;
+        self.until("no message from the peer", |_, _| {
+            while got < n {
+                match s.read(&mut b[got..]) {
+                    Ok(0) => bail!("the peer closed the TCP connection after {got} of {n} bytes"),
+                    Ok(k) => got += k,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(None),
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e).context("reading from the peer's TCP connection"),
+                }
+            }
+            Ok(Some(()))
+        })?;
+        s.set_nonblocking(false)?;
+        Ok(b)
+    }
+
+    /// Accepts one connection.
+    fn accept(&mut self, l: &TcpListener) -> Result<TcpStream> {
+        l.set_nonblocking(true)?;
+        let s = self.until("no client", |_, _| match l.accept() {
+            Ok((s, _)) => Ok(Some(s)),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::yield_now();
+                Ok(None)
+            }
+            Err(e) => Err(e).context("accepting the client"),
+        })?;
+        s.set_nonblocking(false)?;
+        Ok(s)
+    }
+
+    /// The MAC of `ip`, by ARP.
+    fn resolve(&mut self, ip: Ipv4Addr) -> Result<MacAddr> {
+        self.until(
+            &format!("no ARP answer from {ip}"),
+            |host, now| match host.lookup(ip, now) {
+                Lookup::Found(m) => Ok(Some(m)),
+                Lookup::Failed => bail!("no ARP answer from {ip}"),
+                Lookup::Pending => Ok(None),
+            },
+        )
     }
 }
 
@@ -232,9 +232,14 @@ pub fn run<B: Backend>(
     ensure!(opts.iters > 0, "-n: at least one iteration");
     ensure!(opts.rx_depth >= 2, "-r: rx_depth must be at least 2");
     let limit = Duration::from_nanos(opts.timeout.as_nanos() as u64);
-    let mut host = Host::new(DeviceConfig::new(mac, ip.into()), NeighConfig::default())?;
-    let mut pending = Burst::new();
-    let dev = &mut host.dev;
+    let mut live = Live {
+        host: Host::new(DeviceConfig::new(mac, ip.into()), NeighConfig::default())?,
+        port,
+        pending: Burst::new(),
+        clock,
+        limit,
+    };
+    let dev = &mut live.host.dev;
     let pd = dev.alloc_pd();
     let cq = dev.create_cq(opts.rx_depth as usize + 2)?;
     let mr = dev.reg_mr(MrSpec {
@@ -269,17 +274,13 @@ pub fn run<B: Backend>(
         access: Access::LOCAL_WRITE,
         ..ConnectParams::default()
     };
-    let connect = |host: &mut Host,
-                   port: &mut B,
-                   pending: &mut Burst<B::Buf>,
-                   remote: &pingpong::Dest|
-     -> Result<()> {
+    let connect = |live: &mut Live<'_, B>, remote: &pingpong::Dest| -> Result<()> {
         let IpAddr::V4(rip) = ip_of(&remote.gid) else {
             bail!("the peer's GID {:?} is not an IPv4 one", ip_of(&remote.gid));
         };
-        let rmac = resolve(host, port, pending, clock, rip, limit)?;
+        let rmac = live.resolve(rip)?;
         connect_qp(
-            &mut host.dev,
+            &mut live.host.dev,
             qpn,
             remote.qpn,
             rmac,
@@ -296,45 +297,19 @@ pub fn run<B: Backend>(
             let mut s = TcpStream::connect_timeout(&addr, opts.timeout)
                 .with_context(|| format!("connecting to {addr}"))?;
             s.write_all(&local.emit())?;
-            let msg = read_pumping(
-                &mut s,
-                pingpong::MSG_LEN,
-                &mut host,
-                port,
-                &mut pending,
-                clock,
-                limit,
-            )?;
-            let remote = pingpong::Dest::parse(&msg)?;
+            let remote = pingpong::Dest::parse(&live.read(&mut s, pingpong::MSG_LEN)?)?;
             s.write_all(pingpong::DONE)?;
-            connect(&mut host, port, &mut pending, &remote)?;
+            connect(&mut live, &remote)?;
             remote
         }
         Role::Server => {
             let l = TcpListener::bind(("0.0.0.0", opts.tcp_port))
                 .with_context(|| format!("listening on TCP port {}", opts.tcp_port))?;
-            let mut s = accept_pumping(&l, &mut host, port, &mut pending, clock, limit)?;
-            let msg = read_pumping(
-                &mut s,
-                pingpong::MSG_LEN,
-                &mut host,
-                port,
-                &mut pending,
-                clock,
-                limit,
-            )?;
-            let remote = pingpong::Dest::parse(&msg)?;
-            connect(&mut host, port, &mut pending, &remote)?;
+            let mut s = live.accept(&l)?;
+            let remote = pingpong::Dest::parse(&live.read(&mut s, pingpong::MSG_LEN)?)?;
+            connect(&mut live, &remote)?;
             s.write_all(&local.emit())?;
-            let done = read_pumping(
-                &mut s,
-                pingpong::DONE.len(),
-                &mut host,
-                port,
-                &mut pending,
-                clock,
-                limit,
-            )?;
+            let done = live.read(&mut s, pingpong::DONE.len())?;
             ensure!(done == pingpong::DONE, "the client did not say done");
             remote
         }
@@ -345,7 +320,7 @@ pub fn run<B: Backend>(
     // The ping-pong of rc_pingpong.c's main loop.
     const RECV: u64 = 1;
     const SEND: u64 = 2;
-    let dev = &mut host.dev;
+    let dev = &mut live.host.dev;
     let rsge = Sge {
         addr: mr.addr,
         length: opts.size,
@@ -389,9 +364,9 @@ pub fn run<B: Backend>(
                 opts.iters
             );
         }
-        pump(&mut host, port, now, &mut pending);
+        live.pump();
         wcs.clear();
-        host.dev.poll_cq(cq, 16, &mut wcs);
+        live.host.dev.poll_cq(cq, 16, &mut wcs);
         for wc in &wcs {
             if wc.status != WcStatus::Success {
                 bail!(
@@ -407,12 +382,12 @@ pub fn run<B: Backend>(
                     routs -= 1;
                     if routs <= 1 {
                         while routs < opts.rx_depth {
-                            post_recv(&mut host.dev)?;
+                            post_recv(&mut live.host.dev)?;
                             routs += 1;
                         }
                     }
                     rcnt += 1;
-                    let data = host.dev.mr(mr.lkey).context("our region")?;
+                    let data = live.host.dev.mr(mr.lkey).context("our region")?;
                     if wc.byte_len != opts.size || data.iter().any(|&b| b != FILL) {
                         bad += 1;
                     }
@@ -421,7 +396,7 @@ pub fn run<B: Backend>(
             }
             pending_ops &= !wc.wr_id;
             if scnt < opts.iters && pending_ops == 0 {
-                post_send(&mut host.dev)?;
+                post_send(&mut live.host.dev)?;
                 pending_ops = RECV | SEND;
             }
         }
@@ -430,13 +405,13 @@ pub fn run<B: Backend>(
     // Let the last ACK leave before the port goes away.
     let settle = clock.now() + Duration::from_millis(50);
     while clock.now() < settle {
-        pump(&mut host, port, clock.now(), &mut pending);
+        live.pump();
     }
     Ok(PingpongReport {
         local,
         remote,
         elapsed,
-        counters: host.dev.qp_counters(qpn).copied().unwrap_or_default(),
+        counters: live.host.dev.qp_counters(qpn).copied().unwrap_or_default(),
         bad_payloads: bad,
     })
 }
@@ -445,7 +420,6 @@ pub fn run<B: Backend>(
 mod tests {
     use super::*;
     use crate::backend::loopback;
-    use crate::time::Instant;
 
     struct Wall(std::time::Instant);
     impl Clock for Wall {
