@@ -287,24 +287,12 @@ impl MrTable {
         &self,
         pd: PdId,
         sges: &[Sge],
-        mut offset: u64,
+        offset: u64,
         len: u64,
         need: Access,
     ) -> Result<(), AccessError> {
-        let mut left = len;
-        for s in sges {
-            if left == 0 {
-                break;
-            }
-            let l = s.length as u64;
-            if offset >= l {
-                offset -= l;
-                continue;
-            }
-            let n = (l - offset).min(left);
-            self.check(s.lkey, pd, s.addr.wrapping_add(offset), n, need)?;
-            left -= n;
-            offset = 0;
+        for (p, _) in pieces(sges, offset, len) {
+            self.check(p.lkey, pd, p.addr, p.length as u64, need)?;
         }
         Ok(())
     }
@@ -333,24 +321,13 @@ impl MrTable {
         &self,
         pd: PdId,
         sges: &[Sge],
-        mut offset: u64,
+        offset: u64,
         out: &mut [u8],
     ) -> Result<(), AccessError> {
-        let mut done = 0;
-        for s in sges {
-            if done == out.len() {
-                break;
-            }
-            let l = s.length as u64;
-            if offset >= l {
-                offset -= l;
-                continue;
-            }
-            let n = ((l - offset) as usize).min(out.len() - done);
-            let (mr, o) = self.check(s.lkey, pd, s.addr + offset, n as u64, Access::NONE)?;
-            out[done..done + n].copy_from_slice(&mr.bytes[o..o + n]);
-            done += n;
-            offset = 0;
+        for (p, at) in pieces(sges, offset, out.len() as u64) {
+            let n = p.length as usize;
+            let (mr, o) = self.check(p.lkey, pd, p.addr, n as u64, Access::NONE)?;
+            out[at..at + n].copy_from_slice(&mr.bytes[o..o + n]);
         }
         Ok(())
     }
@@ -358,25 +335,16 @@ impl MrTable {
     /// Copies `data` into the data described by `sges` from `offset` on
     /// (scatter). Returns false if the SGEs are too short (nothing beyond
     /// them is written).
-    pub fn scatter(&mut self, sges: &[Sge], mut offset: u64, data: &[u8]) -> bool {
+    pub fn scatter(&mut self, sges: &[Sge], offset: u64, data: &[u8]) -> bool {
         let mut done = 0;
-        for s in sges {
-            if done == data.len() {
-                break;
-            }
-            let l = s.length as u64;
-            if offset >= l {
-                offset -= l;
-                continue;
-            }
-            let n = ((l - offset) as usize).min(data.len() - done);
-            if let Some(mr) = self.mrs.get_mut(&s.lkey) {
-                if let Ok(o) = mr.range(s.lkey, s.addr + offset, n as u64) {
-                    mr.bytes[o..o + n].copy_from_slice(&data[done..done + n]);
+        for (p, at) in pieces(sges, offset, data.len() as u64) {
+            let n = p.length as usize;
+            if let Some(mr) = self.mrs.get_mut(&p.lkey) {
+                if let Ok(o) = mr.range(p.lkey, p.addr, n as u64) {
+                    mr.bytes[o..o + n].copy_from_slice(&data[at..at + n]);
                 }
             }
-            done += n;
-            offset = 0;
+            done = at + n;
         }
         done == data.len()
     }
@@ -445,6 +413,33 @@ impl MrTable {
     pub fn revalidate(&mut self, key: u32) -> bool {
         self.mrs.get_mut(&key).map(|m| m.valid = true).is_some()
     }
+}
+
+/// The parts of an SGE list that bytes `offset..offset + len` of its data
+/// fall in, in order: each as an SGE of its own, with where its bytes start
+/// in those `len`. Stops at the end of the list if it is shorter.
+fn pieces(sges: &[Sge], mut offset: u64, len: u64) -> impl Iterator<Item = (Sge, usize)> + '_ {
+    let mut done = 0u64;
+    sges.iter().filter_map(move |s| {
+        let l = s.length as u64;
+        if done == len {
+            return None;
+        }
+        if offset >= l {
+            offset -= l;
+            return None;
+        }
+        let n = (l - offset).min(len - done);
+        let part = Sge {
+            addr: s.addr.wrapping_add(offset),
+            length: n as u32,
+            lkey: s.lkey,
+        };
+        let at = done as usize;
+        done += n;
+        offset = 0;
+        Some((part, at))
+    })
 }
 
 /// An atomic operation on a remote word.
