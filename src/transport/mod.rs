@@ -268,6 +268,15 @@ impl Qp {
         (&mut self.req, env)
     }
 
+    /// Puts a completion on `cq` (or behind its backlog).
+    fn complete(&mut self, cqs: &mut [Cq], cq: CqId, wc: Wc) {
+        Sink {
+            cqs,
+            backlog: &mut self.backlog,
+        }
+        .push(cq, wc);
+    }
+
     fn flush(&mut self, cqs: &mut [Cq]) {
         let mut sink = Sink {
             cqs,
@@ -643,11 +652,7 @@ impl Device {
         if qp.state == QpState::Err {
             qp.counters.req_cqe_flush_error += 1;
             let wc = flushed(qpn, wr.wr_id, wr.op.wc_opcode(), len as u32);
-            Sink {
-                cqs: &mut self.cqs,
-                backlog: &mut qp.backlog,
-            }
-            .push(qp.send_cq, wc);
+            qp.complete(&mut self.cqs, qp.send_cq, wc);
             self.backlogged |= !qp.backlog.is_empty();
             return Ok(());
         }
@@ -678,11 +683,7 @@ impl Device {
         if qp.state == QpState::Err {
             qp.counters.resp_cqe_flush_error += 1;
             let wc = flushed(qpn, wr.wr_id, WcOpcode::Recv, 0);
-            Sink {
-                cqs: &mut self.cqs,
-                backlog: &mut qp.backlog,
-            }
-            .push(qp.recv_cq, wc);
+            qp.complete(&mut self.cqs, qp.recv_cq, wc);
             self.backlogged |= !qp.backlog.is_empty();
             return Ok(());
         }
