@@ -1251,18 +1251,23 @@ impl<'a> Run<'a> {
         moved
     }
 
-    /// B's receive completions: the next expected SEND, byte for byte.
-    fn poll_b(&mut self, i: usize, r: &mut Report) -> bool {
+    /// Every completion waiting on `cq` of host `host` (in the reused
+    /// buffer: hand it back to `self.wcs`), noting progress if any.
+    fn completions(&mut self, host: usize, cq: CqId) -> Vec<Wc> {
         let mut wcs = std::mem::take(&mut self.wcs);
         wcs.clear();
-        let p = &self.pairs[i];
-        self.net.hosts[p.resp]
-            .dev
-            .poll_cq(p.cqb, usize::MAX, &mut wcs);
-        let moved = !wcs.is_empty();
-        if moved {
+        self.net.hosts[host].dev.poll_cq(cq, usize::MAX, &mut wcs);
+        if !wcs.is_empty() {
             self.last_progress = self.net.now();
         }
+        wcs
+    }
+
+    /// B's receive completions: the next expected SEND, byte for byte.
+    fn poll_b(&mut self, i: usize, r: &mut Report) -> bool {
+        let (host, cq) = (self.pairs[i].resp, self.pairs[i].cqb);
+        let wcs = self.completions(host, cq);
+        let moved = !wcs.is_empty();
         for wc in &wcs {
             let p = &mut self.pairs[i];
             if wc.status != WcStatus::Success {
@@ -1372,16 +1377,9 @@ impl<'a> Run<'a> {
     /// A's send completions: in posting order, each checked at its
     /// destination.
     fn poll_a(&mut self, i: usize, r: &mut Report) -> bool {
-        let mut wcs = std::mem::take(&mut self.wcs);
-        wcs.clear();
-        let p = &self.pairs[i];
-        self.net.hosts[p.req]
-            .dev
-            .poll_cq(p.cqa, usize::MAX, &mut wcs);
+        let (host, cq) = (self.pairs[i].req, self.pairs[i].cqa);
+        let wcs = self.completions(host, cq);
         let moved = !wcs.is_empty();
-        if moved {
-            self.last_progress = self.net.now();
-        }
         for wc in &wcs {
             let p = &mut self.pairs[i];
             if wc.status != WcStatus::Success {
