@@ -106,6 +106,28 @@ struct Mr {
 }
 
 impl Mr {
+    /// Whether the region lets `pd` have the access `need` to `[va, va +
+    /// len)`, and where that range starts in it.
+    fn admit(
+        &self,
+        key: u32,
+        pd: PdId,
+        va: u64,
+        len: u64,
+        need: Access,
+    ) -> Result<usize, AccessError> {
+        if !self.valid {
+            return Err(AccessError::Invalidated(key));
+        }
+        if self.pd != pd {
+            return Err(AccessError::WrongPd(key));
+        }
+        if !self.access.contains(need) {
+            return Err(AccessError::NotPermitted(key));
+        }
+        self.range(key, va, len)
+    }
+
     /// Offset of `[va, va + len)` inside the region.
     fn range(&self, key: u32, va: u64, len: u64) -> Result<usize, AccessError> {
         let off = va
@@ -257,16 +279,7 @@ impl MrTable {
         need: Access,
     ) -> Result<(&Mr, usize), AccessError> {
         let mr = self.mrs.get(&key).ok_or(AccessError::NoSuchKey(key))?;
-        if !mr.valid {
-            return Err(AccessError::Invalidated(key));
-        }
-        if mr.pd != pd {
-            return Err(AccessError::WrongPd(key));
-        }
-        if !mr.access.contains(need) {
-            return Err(AccessError::NotPermitted(key));
-        }
-        let off = mr.range(key, va, len)?;
+        let off = mr.admit(key, pd, va, len, need)?;
         Ok((mr, off))
     }
 
@@ -349,22 +362,39 @@ impl MrTable {
         done == data.len()
     }
 
-    /// Reads `out.len()` bytes at `va` of region `rkey` (checked before).
-    pub fn read_remote(&self, rkey: Rkey, va: u64, out: &mut [u8]) {
-        if let Some(mr) = self.mrs.get(&rkey) {
-            if let Ok(o) = mr.range(rkey, va, out.len() as u64) {
-                out.copy_from_slice(&mr.bytes[o..o + out.len()]);
-            }
-        }
+    /// Reads `out.len()` bytes at `va` of region `rkey` for a peer's READ,
+    /// checked as it reads (the region may have gone away since the
+    /// request was).
+    pub fn read_remote(
+        &self,
+        rkey: Rkey,
+        pd: PdId,
+        va: u64,
+        out: &mut [u8],
+    ) -> Result<(), AccessError> {
+        let n = out.len();
+        let (mr, o) = self.check(rkey, pd, va, n as u64, Access::REMOTE_READ)?;
+        out.copy_from_slice(&mr.bytes[o..o + n]);
+        Ok(())
     }
 
-    /// Writes `data` at `va` of region `rkey` (checked before).
-    pub fn write_remote(&mut self, rkey: Rkey, va: u64, data: &[u8]) {
-        if let Some(mr) = self.mrs.get_mut(&rkey) {
-            if let Ok(o) = mr.range(rkey, va, data.len() as u64) {
-                mr.bytes[o..o + data.len()].copy_from_slice(data);
-            }
-        }
+    /// Writes `data` at `va` of region `rkey` for a peer's WRITE, checked
+    /// as it writes (the region may have gone away since the message's
+    /// first packet).
+    pub fn write_remote(
+        &mut self,
+        rkey: Rkey,
+        pd: PdId,
+        va: u64,
+        data: &[u8],
+    ) -> Result<(), AccessError> {
+        let mr = self
+            .mrs
+            .get_mut(&rkey)
+            .ok_or(AccessError::NoSuchKey(rkey))?;
+        let o = mr.admit(rkey, pd, va, data.len() as u64, Access::REMOTE_WRITE)?;
+        mr.bytes[o..o + data.len()].copy_from_slice(data);
+        Ok(())
     }
 
     /// Runs an atomic on the word at `va` of region `rkey` (checked

@@ -528,18 +528,11 @@ impl Responder {
             self.in_msg = InMsg::None;
             return self.nak(env, psn, NakCode::RemoteOperationalError);
         }
-        if len > 0 {
-            // Checked again per packet: the region may have been
-            // deregistered or invalidated since the FIRST packet.
-            if env
-                .mrs
-                .check_remote(*rkey, env.pd, *va, len, Access::REMOTE_WRITE)
-                .is_err()
-            {
-                self.in_msg = InMsg::None;
-                return self.nak(env, psn, NakCode::RemoteAccessError);
-            }
-            env.mrs.write_remote(*rkey, *va, f.payload);
+        // Checked per packet as it is written: the region may have been
+        // deregistered or invalidated since the FIRST packet.
+        if len > 0 && env.mrs.write_remote(*rkey, env.pd, *va, f.payload).is_err() {
+            self.in_msg = InMsg::None;
+            return self.nak(env, psn, NakCode::RemoteAccessError);
         }
         *va = va.wrapping_add(len);
         *resid -= len;
@@ -704,25 +697,6 @@ impl Responder {
                 let mtu = mtu as u64;
                 let len = (*resid).min(mtu);
                 let last = *resid <= mtu;
-                if len > 0
-                    && mrs
-                        .check_remote(*rkey, pd, *va, len, Access::REMOTE_READ)
-                        .is_err()
-                {
-                    // The region went away (deregistered or invalidated)
-                    // after the request was checked: a NAK remote access
-                    // error for this PSN rather than bytes that are not
-                    // there; the QP then goes to ERR.
-                    let code = NakCode::RemoteAccessError;
-                    *out = Out::Ack {
-                        psn: *psn,
-                        syndrome: AckSyndrome::Nak(code),
-                        msn: *msn,
-                    };
-                    counters.resp_remote_access_errors += 1;
-                    self.failed = Some(code);
-                    return self.poll(path, mtu as u32, mrs, counters, buf);
-                }
                 let op = match (*fresh, last) {
                     (true, true) => Op::RdmaReadResponseOnly,
                     (true, false) => Op::RdmaReadResponseFirst,
@@ -735,7 +709,27 @@ impl Responder {
                 }
                 let p = packet(Opcode::rc(op), *psn, ext);
                 let (rk, at) = (*rkey, *va);
-                let n = path.emit(&p, len as usize, buf, |dst| mrs.read_remote(rk, at, dst))?;
+                let mut read = Ok(());
+                let n = path.emit(&p, len as usize, buf, |dst| {
+                    if !dst.is_empty() {
+                        read = mrs.read_remote(rk, pd, at, dst);
+                    }
+                })?;
+                if read.is_err() {
+                    // The region went away (deregistered or invalidated)
+                    // after the request was checked: a NAK remote access
+                    // error for this PSN instead of this frame, then the
+                    // QP goes to ERR.
+                    let code = NakCode::RemoteAccessError;
+                    *out = Out::Ack {
+                        psn: *psn,
+                        syndrome: AckSyndrome::Nak(code),
+                        msn: *msn,
+                    };
+                    counters.resp_remote_access_errors += 1;
+                    self.failed = Some(code);
+                    return self.poll(path, mtu as u32, mrs, counters, buf);
+                }
                 if last {
                     self.out.pop_front();
                 } else {
