@@ -176,9 +176,76 @@ impl Default for ConnectParams {
     }
 }
 
-/// Brings QP `qpn` of `dev` through RESET -> INIT -> RTR -> RTS towards
-/// `remote_qpn` at `remote` (`ibv_modify_qp` three times, as
-/// ibv_rc_pingpong does).
+/// The three `ibv_modify_qp` calls that bring an RC QP from RESET through
+/// INIT and RTR to RTS towards `remote_qpn` at `remote_ip` (`remote_mac`;
+/// zero for "resolve it"), sending from PSN `sq_psn` and expecting
+/// `rq_psn`, with `p`'s attributes (as ibv_rc_pingpong and perftest do).
+pub fn connect_steps(
+    remote_qpn: u32,
+    remote_mac: MacAddr,
+    remote_ip: IpAddr,
+    p: &ConnectParams,
+    sq_psn: u32,
+    rq_psn: u32,
+) -> [(QpAttr, AttrMask); 3] {
+    let init = QpAttr {
+        qp_state: QpState::Init,
+        pkey_index: 0,
+        port_num: 1,
+        qp_access_flags: p.access,
+        ..QpAttr::default()
+    };
+    let mut rtr = init;
+    rtr.qp_state = QpState::Rtr;
+    rtr.ah_attr = Some(AddressVector {
+        dgid: remote_ip,
+        dmac: remote_mac,
+        sgid_index: 0,
+        hop_limit: 64,
+        traffic_class: p.traffic_class,
+        flow_label: 0,
+        src_port: None,
+    });
+    rtr.path_mtu = p.mtu;
+    rtr.dest_qp_num = remote_qpn;
+    rtr.rq_psn = rq_psn;
+    rtr.max_dest_rd_atomic = p.max_rd_atomic;
+    rtr.min_rnr_timer = p.min_rnr_timer;
+    let mut rts = rtr;
+    rts.qp_state = QpState::Rts;
+    rts.timeout = p.timeout;
+    rts.retry_cnt = p.retry_cnt;
+    rts.rnr_retry = p.rnr_retry;
+    rts.sq_psn = sq_psn;
+    rts.max_rd_atomic = p.max_rd_atomic;
+    [
+        (
+            init,
+            AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::ACCESS_FLAGS,
+        ),
+        (
+            rtr,
+            AttrMask::STATE
+                | AttrMask::AV
+                | AttrMask::PATH_MTU
+                | AttrMask::DEST_QPN
+                | AttrMask::RQ_PSN
+                | AttrMask::MAX_DEST_RD_ATOMIC
+                | AttrMask::MIN_RNR_TIMER,
+        ),
+        (
+            rts,
+            AttrMask::STATE
+                | AttrMask::TIMEOUT
+                | AttrMask::RETRY_CNT
+                | AttrMask::RNR_RETRY
+                | AttrMask::SQ_PSN
+                | AttrMask::MAX_QP_RD_ATOMIC,
+        ),
+    ]
+}
+
+/// Brings QP `qpn` of `dev` to RTS with [`connect_steps`].
 #[allow(clippy::too_many_arguments)]
 pub fn connect_qp(
     dev: &mut Device,
@@ -190,60 +257,10 @@ pub fn connect_qp(
     sq_psn: u32,
     rq_psn: u32,
 ) -> Result<(), crate::transport::Error> {
-    let mut a = QpAttr {
-        qp_state: QpState::Init,
-        pkey_index: 0,
-        port_num: 1,
-        qp_access_flags: p.access,
-        ..QpAttr::default()
-    };
-    dev.modify_qp(
-        qpn,
-        &a,
-        AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::ACCESS_FLAGS,
-    )?;
-    a.qp_state = QpState::Rtr;
-    a.ah_attr = Some(AddressVector {
-        dgid: remote_ip,
-        dmac: remote_mac,
-        sgid_index: 0,
-        hop_limit: 64,
-        traffic_class: p.traffic_class,
-        flow_label: 0,
-        src_port: None,
-    });
-    a.path_mtu = p.mtu;
-    a.dest_qp_num = remote_qpn;
-    a.rq_psn = rq_psn;
-    a.max_dest_rd_atomic = p.max_rd_atomic;
-    a.min_rnr_timer = p.min_rnr_timer;
-    dev.modify_qp(
-        qpn,
-        &a,
-        AttrMask::STATE
-            | AttrMask::AV
-            | AttrMask::PATH_MTU
-            | AttrMask::DEST_QPN
-            | AttrMask::RQ_PSN
-            | AttrMask::MAX_DEST_RD_ATOMIC
-            | AttrMask::MIN_RNR_TIMER,
-    )?;
-    a.qp_state = QpState::Rts;
-    a.timeout = p.timeout;
-    a.retry_cnt = p.retry_cnt;
-    a.rnr_retry = p.rnr_retry;
-    a.sq_psn = sq_psn;
-    a.max_rd_atomic = p.max_rd_atomic;
-    dev.modify_qp(
-        qpn,
-        &a,
-        AttrMask::STATE
-            | AttrMask::TIMEOUT
-            | AttrMask::RETRY_CNT
-            | AttrMask::RNR_RETRY
-            | AttrMask::SQ_PSN
-            | AttrMask::MAX_QP_RD_ATOMIC,
-    )
+    for (attr, mask) in connect_steps(remote_qpn, remote_mac, remote_ip, p, sq_psn, rq_psn) {
+        dev.modify_qp(qpn, &attr, mask)?;
+    }
+    Ok(())
 }
 
 impl SimNet {

@@ -1238,7 +1238,7 @@ impl<'a> Run<'a> {
                         "host {} QP {qpn:#x} went to ERR: {status}",
                         NAMES[h]
                     )),
-                    Event::SqDrained { .. } => {}
+                    Event::SqDrained { .. } | Event::CqOverrun { .. } => {}
                 }
             }
         }

@@ -84,6 +84,10 @@ pub enum Error {
     InlineTooLong,
     #[error("invalid argument: {0}")]
     InvalidArgument(&'static str),
+    #[error("still in use: {0}")]
+    Busy(&'static str),
+    #[error("no such memory region")]
+    NoSuchMr,
 }
 
 /// A completion queue's handle.
@@ -94,6 +98,9 @@ pub struct CqId(pub u32);
 struct Cq {
     q: VecDeque<Wc>,
     cap: usize,
+    alive: bool,
+    /// A completion found the CQ full since the last `CqOverrun` event.
+    overrun: bool,
 }
 
 /// Where QPs put completions: the CQ, or the QP's backlog while the CQ is
@@ -114,7 +121,11 @@ impl Sink<'_> {
         let waiting = self.waiting(cq);
         match self.cqs.get_mut(cq.0 as usize) {
             Some(c) if !waiting && c.q.len() < c.cap => c.q.push_back(wc),
-            _ => self.backlog.push_back((cq, wc)),
+            Some(c) => {
+                c.overrun = true;
+                self.backlog.push_back((cq, wc));
+            }
+            None => self.backlog.push_back((cq, wc)),
         }
     }
     pub fn has_room(&self, cq: CqId) -> bool {
@@ -136,6 +147,10 @@ pub enum Event {
     /// the completion that reported it on this side, or, when this side's
     /// responder sent a fatal NAK, the one the peer's requester gets.
     QpError { qpn: u32, status: WcStatus },
+    /// A completion found CQ `cq` full (`IBV_EVENT_CQ_ERR`). Unlike a
+    /// NIC, nothing is lost and no QP fails: the completion waits, in
+    /// order, until `poll_cq` makes room. Reported once per overrun.
+    CqOverrun { cq: u32 },
 }
 
 /// Sizes of a QP's queues and its number.
@@ -395,8 +410,64 @@ impl Device {
         self.cqs.push(Cq {
             q: VecDeque::with_capacity(cap.min(1 << 16)),
             cap,
+            alive: true,
+            overrun: false,
         });
         Ok(CqId(self.cqs.len() as u32 - 1))
+    }
+
+    fn cq_alive(&self, cq: CqId) -> bool {
+        self.cqs.get(cq.0 as usize).is_some_and(|c| c.alive)
+    }
+
+    /// Destroys a CQ no QP uses (`ibv_destroy_cq`; its number is not
+    /// reused). Completions still on it are dropped with it.
+    pub fn destroy_cq(&mut self, cq: CqId) -> Result<(), Error> {
+        if !self.cq_alive(cq) {
+            return Err(Error::NoSuchCq);
+        }
+        if self
+            .qps
+            .values()
+            .any(|q| q.send_cq == cq || q.recv_cq == cq)
+        {
+            return Err(Error::Busy("a QP uses this CQ"));
+        }
+        let c = &mut self.cqs[cq.0 as usize];
+        c.alive = false;
+        c.q = VecDeque::new();
+        Ok(())
+    }
+
+    /// Frees a protection domain no QP or region uses (`ibv_dealloc_pd`).
+    pub fn dealloc_pd(&mut self, pd: PdId) -> Result<(), Error> {
+        if !self.mrs.pd_exists(pd) {
+            return Err(Error::NoSuchPd);
+        }
+        if self.qps.values().any(|q| q.pd == pd) {
+            return Err(Error::Busy("a QP is in this protection domain"));
+        }
+        if !self.mrs.dealloc_pd(pd) {
+            return Err(Error::Busy("a memory region is in this protection domain"));
+        }
+        Ok(())
+    }
+
+    /// Registers `mem` as a region (its length is the region's).
+    pub fn reg_mr_memory(
+        &mut self,
+        spec: MrSpec,
+        mem: Box<dyn mr::RegionMemory>,
+    ) -> Result<MrKeys, Error> {
+        self.mrs.register_memory(spec, mem)
+    }
+
+    /// Whether a work request not yet completed names region `lkey` in its
+    /// scatter/gather list.
+    pub fn mr_in_use(&self, lkey: Lkey) -> bool {
+        self.qps
+            .values()
+            .any(|q| q.req.sq.iter().any(|w| w.uses_lkey(lkey)) || q.resp.uses_lkey(lkey))
     }
 
     /// Takes up to `max` completions of `cq`, oldest first, into `out`;
@@ -448,7 +519,7 @@ impl Device {
         if !self.mrs.pd_exists(pd) {
             return Err(Error::NoSuchPd);
         }
-        if send_cq.0 as usize >= self.cqs.len() || recv_cq.0 as usize >= self.cqs.len() {
+        if !self.cq_alive(send_cq) || !self.cq_alive(recv_cq) {
             return Err(Error::NoSuchCq);
         }
         if caps.max_send_wr == 0 || caps.max_recv_wr == 0 {
@@ -959,7 +1030,12 @@ impl Device {
     }
 
     pub fn poll_event(&mut self) -> Option<Event> {
-        self.events.pop_front()
+        if let Some(e) = self.events.pop_front() {
+            return Some(e);
+        }
+        let (i, c) = self.cqs.iter_mut().enumerate().find(|(_, c)| c.overrun)?;
+        c.overrun = false;
+        Some(Event::CqOverrun { cq: i as u32 })
     }
 
     // ----- observability -----

@@ -96,13 +96,29 @@ pub struct MrKeys {
     pub len: usize,
 }
 
+/// The memory a region's bytes live in: a `Vec` by default, hugepages
+/// when the engine registers them (`crate::dpdk::HugeMem`).
+pub trait RegionMemory: Send + core::fmt::Debug {
+    fn bytes(&self) -> &[u8];
+    fn bytes_mut(&mut self) -> &mut [u8];
+}
+
+impl RegionMemory for Vec<u8> {
+    fn bytes(&self) -> &[u8] {
+        self
+    }
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        self
+    }
+}
+
 #[derive(Debug)]
 struct Mr {
     pd: PdId,
     addr: u64,
     access: Access,
     valid: bool,
-    bytes: Vec<u8>,
+    mem: Box<dyn RegionMemory>,
 }
 
 impl Mr {
@@ -134,7 +150,7 @@ impl Mr {
             .checked_sub(self.addr)
             .ok_or(AccessError::OutOfBounds(key))?;
         let end = off.checked_add(len).ok_or(AccessError::OutOfBounds(key))?;
-        if end > self.bytes.len() as u64 {
+        if end > self.mem.bytes().len() as u64 {
             return Err(AccessError::OutOfBounds(key));
         }
         Ok(off as usize)
@@ -169,6 +185,7 @@ pub struct MrTable {
     next_key: u32,
     next_addr: u64,
     mrs: KeyMap<Mr>,
+    freed_pds: Vec<u32>,
 }
 
 /// Where fresh regions start in the virtual address space.
@@ -181,6 +198,7 @@ impl MrTable {
             next_key: 0x100,
             next_addr: FIRST_ADDR,
             mrs: KeyMap::default(),
+            freed_pds: Vec::new(),
         }
     }
 
@@ -191,11 +209,35 @@ impl MrTable {
     }
 
     pub fn pd_exists(&self, pd: PdId) -> bool {
-        pd.0 != 0 && pd.0 < self.next_pd
+        pd.0 != 0 && pd.0 < self.next_pd && !self.freed_pds.contains(&pd.0)
+    }
+
+    /// Whether a region is registered in `pd`.
+    pub fn pd_has_regions(&self, pd: PdId) -> bool {
+        self.mrs.values().any(|m| m.pd == pd)
+    }
+
+    /// Frees `pd` (the caller checked that nothing uses it).
+    pub fn dealloc_pd(&mut self, pd: PdId) -> bool {
+        if !self.pd_exists(pd) || self.pd_has_regions(pd) {
+            return false;
+        }
+        self.freed_pds.push(pd.0);
+        true
     }
 
     /// Registers a zero-filled region.
     pub fn register(&mut self, spec: MrSpec) -> Result<MrKeys, super::Error> {
+        self.register_memory(spec, Box::new(vec![0; spec.len]))
+    }
+
+    /// Registers `mem` (its length is `spec.len`'s; `spec.len` is ignored).
+    pub fn register_memory(
+        &mut self,
+        mut spec: MrSpec,
+        mem: Box<dyn RegionMemory>,
+    ) -> Result<MrKeys, super::Error> {
+        spec.len = mem.bytes().len();
         if !self.pd_exists(spec.pd) {
             return Err(super::Error::NoSuchPd);
         }
@@ -246,7 +288,7 @@ impl MrTable {
                 addr,
                 access: spec.access,
                 valid: true,
-                bytes: vec![0; spec.len],
+                mem,
             },
         );
         Ok(MrKeys {
@@ -263,11 +305,11 @@ impl MrTable {
 
     /// The bytes of region `key` (valid or not).
     pub fn bytes(&self, key: Lkey) -> Option<&[u8]> {
-        self.mrs.get(&key).map(|m| &m.bytes[..])
+        self.mrs.get(&key).map(|m| m.mem.bytes())
     }
 
     pub fn bytes_mut(&mut self, key: Lkey) -> Option<&mut [u8]> {
-        self.mrs.get_mut(&key).map(|m| &mut m.bytes[..])
+        self.mrs.get_mut(&key).map(|m| m.mem.bytes_mut())
     }
 
     fn check(
@@ -340,7 +382,7 @@ impl MrTable {
         for (p, at) in pieces(sges, offset, out.len() as u64) {
             let n = p.length as usize;
             let (mr, o) = self.check(p.lkey, pd, p.addr, n as u64, Access::NONE)?;
-            out[at..at + n].copy_from_slice(&mr.bytes[o..o + n]);
+            out[at..at + n].copy_from_slice(&mr.mem.bytes()[o..o + n]);
         }
         Ok(())
     }
@@ -354,7 +396,7 @@ impl MrTable {
             let n = p.length as usize;
             if let Some(mr) = self.mrs.get_mut(&p.lkey) {
                 if let Ok(o) = mr.range(p.lkey, p.addr, n as u64) {
-                    mr.bytes[o..o + n].copy_from_slice(&data[at..at + n]);
+                    mr.mem.bytes_mut()[o..o + n].copy_from_slice(&data[at..at + n]);
                 }
             }
             done = at + n;
@@ -374,7 +416,7 @@ impl MrTable {
     ) -> Result<(), AccessError> {
         let n = out.len();
         let (mr, o) = self.check(rkey, pd, va, n as u64, Access::REMOTE_READ)?;
-        out.copy_from_slice(&mr.bytes[o..o + n]);
+        out.copy_from_slice(&mr.mem.bytes()[o..o + n]);
         Ok(())
     }
 
@@ -393,7 +435,7 @@ impl MrTable {
             .get_mut(&rkey)
             .ok_or(AccessError::NoSuchKey(rkey))?;
         let o = mr.admit(rkey, pd, va, data.len() as u64, Access::REMOTE_WRITE)?;
-        mr.bytes[o..o + data.len()].copy_from_slice(data);
+        mr.mem.bytes_mut()[o..o + data.len()].copy_from_slice(data);
         Ok(())
     }
 
@@ -406,7 +448,7 @@ impl MrTable {
         let Ok(o) = mr.range(rkey, va, 8) else {
             return 0;
         };
-        let w = &mut mr.bytes[o..o + 8];
+        let w = &mut mr.mem.bytes_mut()[o..o + 8];
         let old = u64::from_le_bytes(w.try_into().unwrap_or([0; 8]));
         let new = match op {
             AtomicOp::CompareSwap { compare, swap } => {

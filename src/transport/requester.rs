@@ -41,6 +41,12 @@ pub(crate) struct SendWqe {
 }
 
 impl SendWqe {
+    /// Whether its gather list (or, for a READ or atomic, the place the
+    /// response lands) names the region `lkey`.
+    pub fn uses_lkey(&self, lkey: u32) -> bool {
+        matches!(&self.wr.payload, super::Payload::Sges(s) if s.iter().any(|s| s.lkey == lkey))
+    }
+
     pub fn last_psn(&self) -> Option<Psn> {
         self.first_psn.map(|f| f.add(self.npkts - 1))
     }

@@ -189,6 +189,19 @@ impl Responder {
         self.out.clear();
     }
 
+    /// Whether a posted receive (or the one a SEND is filling) names the
+    /// region `lkey`.
+    pub fn uses_lkey(&self, lkey: u32) -> bool {
+        let partial = match &self.in_msg {
+            InMsg::Send { wqe, .. } => Some(wqe),
+            _ => None,
+        };
+        self.rq
+            .iter()
+            .chain(partial)
+            .any(|w| w.sges.iter().any(|s| s.lkey == lkey))
+    }
+
     /// Takes the receive WQE of an unfinished SEND (to flush it).
     pub fn take_partial_recv(&mut self) -> Option<RecvWqe> {
         match core::mem::replace(&mut self.in_msg, InMsg::None) {
