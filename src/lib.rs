@@ -35,4 +35,5 @@ pub mod oob;
 pub mod pcap;
 pub mod time;
 pub mod transport;
+pub mod verbs;
 pub mod wire;

@@ -19,6 +19,8 @@
 pub mod datapath;
 pub mod host;
 pub mod linktest;
+#[cfg(feature = "dpdk")]
+pub mod memory;
 pub mod neigh;
 pub mod pingpong;
 pub mod probe;

@@ -1,0 +1,50 @@
+//! Where registered memory comes from on a DPDK port: 2 MiB hugepages
+//! ([`crate::dpdk::HugeMem`]), falling back to normal pages with a log
+//! line when the kernel has none free.
+
+use crate::dpdk::HugeMem;
+use crate::transport::mr::RegionMemory;
+
+impl core::fmt::Debug for HugeMem {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("HugeMem")
+            .field("len", &self.len())
+            .field("huge", &self.is_huge())
+            .finish()
+    }
+}
+
+impl RegionMemory for HugeMem {
+    fn bytes(&self) -> &[u8] {
+        self.as_slice()
+    }
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        self.as_mut_slice()
+    }
+}
+
+/// A zeroed region of `len` bytes on hugepages when there are any (a
+/// [`crate::verbs::RegionAlloc`]).
+pub fn hugepage_region(len: usize) -> Result<Box<dyn RegionMemory>, String> {
+    if len == 0 {
+        return Ok(Box::new(Vec::new()));
+    }
+    HugeMem::new(len)
+        .map(|m| Box::new(m) as Box<dyn RegionMemory>)
+        .map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hugepage_region_is_zeroed_and_writable() {
+        let mut r = hugepage_region(3 << 20).unwrap();
+        assert_eq!(r.bytes().len(), 3 << 20);
+        assert!(r.bytes().iter().all(|&b| b == 0));
+        r.bytes_mut()[(3 << 20) - 1] = 7;
+        assert_eq!(r.bytes()[(3 << 20) - 1], 7);
+        assert!(hugepage_region(0).unwrap().bytes().is_empty());
+    }
+}
