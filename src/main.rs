@@ -61,6 +61,29 @@ enum Cmd {
     /// exchange, so either end may be ibv_rc_pingpong (on rxe or a NIC).
     /// Without SERVER it waits for a client.
     Pingpong(PingpongArgs),
+    /// perftest's ib_write_bw: RDMA WRITE bandwidth. Either end may be
+    /// perftest (its default TCP exchange, not RDMA-CM). Without SERVER it
+    /// waits for a client.
+    #[command(name = "write-bw")]
+    WriteBw(PerftestArgs),
+    /// perftest's ib_read_bw: RDMA READ bandwidth.
+    #[command(name = "read-bw")]
+    ReadBw(PerftestArgs),
+    /// perftest's ib_send_bw: SEND bandwidth.
+    #[command(name = "send-bw")]
+    SendBw(PerftestArgs),
+    /// perftest's ib_atomic_bw: fetch-and-add (or compare-and-swap) rate.
+    #[command(name = "atomic-bw")]
+    AtomicBw(PerftestArgs),
+    /// perftest's ib_write_lat: RDMA WRITE ping-pong latency.
+    #[command(name = "write-lat")]
+    WriteLat(PerftestArgs),
+    /// perftest's ib_read_lat: RDMA READ latency.
+    #[command(name = "read-lat")]
+    ReadLat(PerftestArgs),
+    /// perftest's ib_send_lat: SEND ping-pong latency.
+    #[command(name = "send-lat")]
+    SendLat(PerftestArgs),
     /// Benchmarks.
     Bench {
         #[command(subcommand)]
@@ -86,6 +109,118 @@ enum Cmd {
     /// lands. One summary line per seed (and a total line for --seeds).
     /// Exits 1 on a mismatch, an error completion or a hang.
     Sim(SimArgs),
+}
+
+/// perftest's options (same letters), plus the port and what to record.
+#[derive(clap::Args, Clone)]
+struct PerftestArgs {
+    #[arg(long)]
+    config: PathBuf,
+    /// The [[port]] to use (its ip is our GID).
+    #[arg(long)]
+    port: String,
+    /// TCP port of the exchange.
+    #[arg(short = 'p', long = "tcp-port", default_value_t = 18515)]
+    tcp_port: u16,
+    /// Bytes per message (default 65536 for bandwidth, 2 for latency).
+    #[arg(short = 's', long)]
+    size: Option<u64>,
+    /// Messages per QP (default 5000 for write-bw, else 1000).
+    #[arg(short = 'n', long)]
+    iters: Option<u64>,
+    /// Run this many seconds instead of a count (bandwidth tests).
+    #[arg(short = 'D', long)]
+    duration: Option<u32>,
+    /// Path MTU we offer: 256 .. 4096 (default: the port's).
+    #[arg(short = 'm', long)]
+    mtu: Option<u32>,
+    /// GID index.
+    #[arg(short = 'x', long = "gid-index", default_value_t = 0)]
+    gid_index: u8,
+    /// QPs (bandwidth tests).
+    #[arg(short = 'q', long = "qp", default_value_t = 1)]
+    qps: u32,
+    /// Work requests outstanding per QP.
+    #[arg(short = 't', long = "tx-depth")]
+    tx_depth: Option<u32>,
+    /// Receives posted per QP (SEND tests).
+    #[arg(short = 'r', long = "rx-depth")]
+    rx_depth: Option<u32>,
+    /// One completion per this many work requests.
+    #[arg(short = 'Q', long = "cq-mod")]
+    cq_mod: Option<u32>,
+    /// The atomic of atomic-bw.
+    #[arg(
+        short = 'A',
+        long = "atomic_type",
+        value_enum,
+        default_value = "FETCH_AND_ADD"
+    )]
+    atomic: ferroce::engine::perftest::AtomicKind,
+    /// Report Gbit/s instead of MiB/s.
+    #[arg(long = "report_gbits", alias = "report-gbits")]
+    report_gbits: bool,
+    /// Give up after this many milliseconds without progress.
+    #[arg(long, default_value_t = 60_000)]
+    timeout_ms: u64,
+    /// Print the QPs' counters at the end.
+    #[arg(long)]
+    stats: bool,
+    /// Record every frame sent and received on the port (classic pcap,
+    /// nanosecond timestamps); `ferroce decode` or Wireshark reads it.
+    #[arg(long)]
+    pcap: Option<PathBuf>,
+    /// The server's address (TCP); without it we are the server.
+    server: Option<std::net::IpAddr>,
+}
+
+impl PerftestArgs {
+    fn opts(
+        &self,
+        test: ferroce::engine::perftest::Test,
+    ) -> Result<ferroce::engine::perftest::Opts> {
+        let mtu = self
+            .mtu
+            .map(|m| {
+                ferroce::transport::Mtu::from_bytes(m)
+                    .with_context(|| format!("-m {m}: not 256, 512, 1024, 2048 or 4096"))
+            })
+            .transpose()?;
+        Ok(ferroce::engine::perftest::Opts {
+            test,
+            size: self.size,
+            iters: self.iters,
+            duration: self.duration,
+            mtu,
+            gid_index: self.gid_index,
+            qps: self.qps,
+            tx_depth: self.tx_depth,
+            rx_depth: self.rx_depth,
+            cq_mod: self.cq_mod,
+            atomic: self.atomic,
+            report_gbits: self.report_gbits,
+            tcp_port: self.tcp_port,
+            timeout: std::time::Duration::from_millis(self.timeout_ms),
+            device: format!("ferroce:{}", self.port),
+        })
+    }
+}
+
+impl Cmd {
+    /// The perftest tool a command runs, and its arguments.
+    fn perftest(&self) -> Option<(ferroce::engine::perftest::Test, &PerftestArgs)> {
+        use ferroce::engine::perftest::Test;
+        Some(match self {
+            Cmd::WriteBw(a) => (Test::WriteBw, a),
+            Cmd::ReadBw(a) => (Test::ReadBw, a),
+            Cmd::SendBw(a) => (Test::SendBw, a),
+            Cmd::AtomicBw(a) => (Test::AtomicBw, a),
+            Cmd::WriteLat(a) => (Test::WriteLat, a),
+            Cmd::ReadLat(a) => (Test::ReadLat, a),
+            Cmd::SendLat(a) => (Test::SendLat, a),
+            _ => return None,
+        })
+    }
 }
 
 #[derive(clap::Args)]
@@ -316,6 +451,20 @@ fn run(cmd: Cmd) -> Result<bool> {
                 bail!("the config has no port named {:?}", a.port);
             }
         }
+        Cmd::WriteBw(_)
+        | Cmd::ReadBw(_)
+        | Cmd::SendBw(_)
+        | Cmd::AtomicBw(_)
+        | Cmd::WriteLat(_)
+        | Cmd::ReadLat(_)
+        | Cmd::SendLat(_) => {
+            let (t, a) = cmd.perftest().expect("a perftest command");
+            ferroce::engine::perftest::Params::from_opts(&a.opts(t)?)?;
+            let cfg = Config::load(&a.config)?;
+            if cfg.port(&a.port).is_none() {
+                bail!("the config has no port named {:?}", a.port);
+            }
+        }
         Cmd::Decode { .. }
         | Cmd::Sim(_)
         | Cmd::Bench {
@@ -373,6 +522,16 @@ fn run(cmd: Cmd) -> Result<bool> {
         } => cmd::bench_io(&load(&config)?, packets, frame_len, rounds),
         Cmd::Info { config } => cmd::info(&load(&config)?),
         Cmd::Pingpong(a) => cmd::pingpong(a),
+        Cmd::WriteBw(_)
+        | Cmd::ReadBw(_)
+        | Cmd::SendBw(_)
+        | Cmd::AtomicBw(_)
+        | Cmd::WriteLat(_)
+        | Cmd::ReadLat(_)
+        | Cmd::SendLat(_) => {
+            let (t, a) = cmd.perftest().expect("a perftest command");
+            cmd::perftest(t, a)
+        }
         Cmd::Decode { .. }
         | Cmd::Sim(_)
         | Cmd::Bench {
@@ -848,6 +1007,52 @@ mod cmd {
         let _ = p.wait_link_down(std::time::Duration::from_millis(200));
         drop(q);
         Ok(r.bad_payloads == 0)
+    }
+
+    pub fn perftest(
+        test: ferroce::engine::perftest::Test,
+        a: &super::PerftestArgs,
+    ) -> Result<bool> {
+        use ferroce::engine::perftest::{self, Report};
+        use ferroce::engine::pingpong::Role;
+        use ferroce::engine::tool::{on_port, OnContext};
+        struct Work<'a> {
+            opts: perftest::Opts,
+            role: Role,
+            out: &'a mut dyn std::io::Write,
+        }
+        impl OnContext for Work<'_> {
+            type Out = Report;
+            fn run<B: ferroce::backend::Backend>(
+                self,
+                ctx: &mut ferroce::verbs::Context<B>,
+            ) -> Result<Report> {
+                perftest::run(ctx, &self.role, &self.opts, self.out)
+            }
+        }
+        let cfg = Config::load(&a.config)?;
+        let opts = a.opts(test)?;
+        let role = match a.server {
+            Some(ip) => Role::Client(ip),
+            None => Role::Server,
+        };
+        let mut out = std::io::stdout();
+        let work = Work {
+            opts,
+            role,
+            out: &mut out,
+        };
+        let (r, frames) = on_port(&cfg, &a.port, a.pcap.as_deref(), work)?;
+        if let (Some(n), Some(path)) = (frames, &a.pcap) {
+            println!(" pcap: {n} frames written to {}", path.display());
+        }
+        if a.stats {
+            println!(" counters: {}", r.counters);
+        }
+        if r.bad_payloads > 0 {
+            println!(" {} messages arrived with the wrong length", r.bad_payloads);
+        }
+        Ok(r.bad_payloads == 0 && r.errors == 0)
     }
 
     pub fn linktest(

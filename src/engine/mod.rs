@@ -22,11 +22,14 @@ pub mod linktest;
 #[cfg(feature = "dpdk")]
 pub mod memory;
 pub mod neigh;
+pub mod perftest;
 pub mod pingpong;
 pub mod probe;
 pub mod rc;
 pub mod rcdemo;
 pub mod simrun;
+#[cfg(feature = "dpdk")]
+pub mod tool;
 
 use crate::backend::{Backend, Burst, FrameBuf};
 use crate::time::{Clock, Instant};

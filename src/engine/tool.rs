@@ -1,0 +1,74 @@
+//! What every command-line tool does before and after its own work: open
+//! the config's port, pin the thread, build a verbs [`Context`] on it
+//! (hugepage regions, the port's MTU), record every frame to a pcap when
+//! asked, and leave the link up a moment at the end for the peer's last
+//! frames.
+
+use crate::backend::capture::Capture;
+use crate::backend::Backend;
+use crate::config::Config;
+use crate::dpdk::{self, TscClock};
+use crate::engine::datapath::Datapath;
+use crate::time::Clock;
+use crate::verbs::{Context, ContextConfig};
+use crate::wire::MacAddr;
+use anyhow::Result;
+use std::path::Path;
+
+/// Work done on a context, whatever backend is under it (the port, or
+/// the port inside a pcap recorder).
+pub trait OnContext {
+    type Out;
+    fn run<B: Backend>(self, ctx: &mut Context<B>) -> Result<Self::Out>;
+}
+
+/// Ethernet header, VLAN tag and FCS around an IP packet of the port's
+/// MTU.
+const L2_OVERHEAD: usize = 22;
+
+/// Runs `work` on a context over port `name` of `cfg`, recording to
+/// `pcap` if given. Returns its result and the frames recorded.
+pub fn on_port<W: OnContext>(
+    cfg: &Config,
+    name: &str,
+    pcap: Option<&Path>,
+    work: W,
+) -> Result<(W::Out, Option<u64>)> {
+    let dp = Datapath::open(cfg, &[name])?;
+    let clock = TscClock::new(&dp.eal);
+    let (pc, p) = dp.port(name)?;
+    if let Some(core) = pc.core {
+        dpdk::lcore::pin_current_thread(core)?;
+    }
+    let mac = MacAddr(p.mac()?.0);
+    let mut cc = ContextConfig::new(mac, pc.ip.into());
+    let mtu = p.mtu().unwrap_or(1500) as usize;
+    cc.max_frame = (mtu + L2_OVERHEAD).min(usize::from(cfg.mempool.data_room));
+    cc.region_alloc = super::memory::hugepage_region;
+    let q = dp.queue(name)?;
+    let (out, frames) = match pcap {
+        None => {
+            let mut ctx = Context::open(q, Box::new(clock), cc)?;
+            let out = work.run(&mut ctx)?;
+            drop(ctx.close(crate::time::Duration::from_millis(100)));
+            (out, None)
+        }
+        Some(path) => {
+            let w = crate::pcap::create(path, crate::pcap::Precision::Nano)?;
+            let unix = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)?
+                .as_nanos() as u64;
+            let epoch = unix.saturating_sub(clock.now().as_nanos());
+            let cap = Capture::new(q, clock, w, epoch);
+            let mut ctx = Context::open(cap, Box::new(clock), cc)?;
+            let out = work.run(&mut ctx);
+            let (_, n) = ctx
+                .close(crate::time::Duration::from_millis(100))
+                .finish()?;
+            (out?, Some(n))
+        }
+    };
+    // Leave the link up a moment for the peer's last frames.
+    let _ = p.wait_link_down(std::time::Duration::from_millis(200));
+    Ok((out, frames))
+}
