@@ -1,0 +1,173 @@
+//! The perftest tools against themselves in two processes: over DPDK's
+//! net_memif (shared memory, no root; the TCP exchange on localhost), and
+//! over net_af_packet on a veth pair between two network namespaces (root;
+//! the exchange through the namespaces' kernels). Each run records the
+//! client's frames, which `ferroce decode` must find all well formed.
+#![cfg(feature = "dpdk")]
+
+mod common;
+use common::*;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+/// One tool's small run and what its table row must start with.
+struct Case {
+    tool: &'static str,
+    args: &'static [&'static str],
+    /// The row's start (size, then iterations).
+    row: &'static str,
+}
+
+const CASES: &[Case] = &[
+    Case {
+        tool: "write-bw",
+        args: &["-n", "200", "-q", "2"],
+        row: " 65536      400 ",
+    },
+    Case {
+        tool: "read-bw",
+        args: &["-n", "500", "-s", "1000", "--report_gbits"],
+        row: " 1000       500 ",
+    },
+    Case {
+        tool: "send-bw",
+        args: &["-n", "300", "-s", "4096"],
+        row: " 4096       300 ",
+    },
+    Case {
+        tool: "atomic-bw",
+        args: &["-n", "500"],
+        row: " 8          500 ",
+    },
+    Case {
+        tool: "write-lat",
+        args: &["-n", "100", "-s", "64"],
+        row: " 64      100 ",
+    },
+    Case {
+        tool: "read-lat",
+        args: &["-n", "100", "-s", "2000"],
+        row: " 2000    100 ",
+    },
+    Case {
+        tool: "send-lat",
+        args: &["-n", "100"],
+        row: " 2       100 ",
+    },
+];
+
+fn tool_args(c: &Case, cfg: &Path, port: &str, tcp: &str) -> Vec<String> {
+    let mut v: Vec<String> = [
+        c.tool,
+        "--config",
+        cfg.to_str().unwrap(),
+        "--port",
+        port,
+        "-p",
+        tcp,
+        "--stats",
+        "--timeout-ms",
+        "30000",
+    ]
+    .map(String::from)
+    .to_vec();
+    v.extend(c.args.iter().map(|s| s.to_string()));
+    v
+}
+
+/// Both ends' outputs must show the run; the client's pcap must decode.
+fn check(c: &Case, srv: &Output, cli: &Output, pcap: &Path) {
+    let what = format!("{} {}", c.tool, c.args.join(" "));
+    assert!(cli.ok(), "{what}: client failed:\n{}", cli.all());
+    assert!(srv.ok(), "{what}: server failed:\n{}", srv.all());
+    assert!(cli.stdout.contains(c.row), "{what}: client:\n{}", cli.all());
+    // The passive read-lat server prints no numbers (as perftest's).
+    if c.tool != "read-lat" {
+        assert!(srv.stdout.contains(c.row), "{what}: server:\n{}", srv.all());
+    }
+    for o in [&cli.stdout, &srv.stdout] {
+        assert!(
+            o.contains(" remote address: LID 0000 QPN 0x"),
+            "{what}:\n{o}"
+        );
+        assert!(o.contains(" counters: "), "{what}:\n{o}");
+    }
+    let d = run(&["decode", pcap.to_str().unwrap()], Duration::from_secs(60));
+    assert!(d.ok(), "{what}: decode:\n{}", d.all());
+    let totals = d.stdout.lines().last().unwrap_or_default().to_string();
+    assert!(
+        totals.contains(" 0 icrc bad, 0 malformed"),
+        "{what}: {totals}"
+    );
+    let roce: u64 = totals.split(' ').next().unwrap_or("0").parse().unwrap_or(0);
+    assert!(roce > 100, "{what}: {totals}");
+}
+
+#[test]
+fn every_tool_against_itself_over_memif() {
+    let dir = TempDir::new();
+    let sock = dir.path().join("memif.sock").display().to_string();
+    let server = dir.write("server.toml", &memif_config(&sock, "server", "198.18.0.1"));
+    let client = dir.write("client.toml", &memif_config(&sock, "client", "198.18.0.2"));
+    for (i, c) in CASES.iter().enumerate() {
+        let tcp = (22000 + std::process::id() % 20000 + i as u32).to_string();
+        let pcap = dir.path().join(format!("{}.pcap", c.tool));
+        let mut s = Command::new(ferroce());
+        s.args(tool_args(c, &server, "m", &tcp));
+        let mut k = Command::new(ferroce());
+        k.args(tool_args(c, &client, "m", &tcp))
+            .arg("--pcap")
+            .arg(&pcap)
+            .arg("127.0.0.1");
+        let srv = spawn(&mut s, Duration::from_secs(90));
+        // The memif server end creates the socket the client connects to.
+        let t = std::time::Instant::now();
+        while !Path::new(&sock).exists() && t.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        let cli = spawn(&mut k, Duration::from_secs(90)).wait();
+        let srv = srv.wait();
+        check(c, &srv, &cli, &pcap);
+    }
+}
+
+/// Over a veth pair between two network namespaces through
+/// net_af_packet; the kernels own 10.99.1.x for the TCP exchange, ferroce
+/// 198.18.0.x on the same link for RoCE (it answers ARP for them). Needs
+/// root; skipped otherwise.
+#[test]
+fn every_tool_against_itself_over_af_packet_between_namespaces() {
+    if !is_root() {
+        eprintln!("SKIPPED every_tool_against_itself_over_af_packet_between_namespaces: needs root to create network namespaces");
+        return;
+    }
+    let veth = VethPair::new("pt", 9000);
+    for (side, addr) in ["10.99.1.1/24", "10.99.1.2/24"].iter().enumerate() {
+        let st = Command::new("ip")
+            .args(["-n", &veth.ns[side], "addr", "add", addr, "dev", "veth0"])
+            .status()
+            .unwrap();
+        assert!(st.success(), "ip addr add {addr}");
+    }
+    let dir = TempDir::new();
+    let a = dir.write("a.toml", &af_packet_config("198.18.0.1"));
+    let b = dir.write("b.toml", &af_packet_config("198.18.0.2"));
+    for (i, c) in CASES.iter().enumerate() {
+        let tcp = (18515 + i).to_string();
+        let pcap = dir.path().join(format!("{}.pcap", c.tool));
+        let mut server = veth.command(1, &tool_args(c, &b, "p", &tcp));
+        let mut args = tool_args(c, &a, "p", &tcp);
+        args.extend([
+            "--pcap".into(),
+            pcap.display().to_string(),
+            "10.99.1.2".into(),
+        ]);
+        let mut client = veth.command(0, &args);
+        let srv = spawn(&mut server, Duration::from_secs(90));
+        let cli = spawn(&mut client, Duration::from_secs(90)).wait();
+        let srv = srv.wait();
+        check(c, &srv, &cli, &pcap);
+    }
+}
