@@ -245,10 +245,9 @@ struct PingpongArgs {
     /// Receives posted.
     #[arg(short = 'r', long, default_value_t = 500)]
     rx_depth: u32,
-    /// GID index (accepted for ibv_rc_pingpong's command lines; the port
-    /// has one GID, its IPv4 address).
+    /// GID index.
     #[arg(short = 'g', long)]
-    gid_idx: Option<u32>,
+    gid_idx: Option<u8>,
     /// Give up after this many milliseconds (the exchange and the run).
     #[arg(long, default_value_t = 30_000)]
     timeout_ms: u64,
@@ -954,7 +953,21 @@ mod cmd {
     }
 
     pub fn pingpong(a: super::PingpongArgs) -> Result<bool> {
-        use ferroce::engine::pingpong::{self, PingpongOpts, Role};
+        use ferroce::engine::pingpong::{self, PingpongOpts, PingpongReport, Role};
+        use ferroce::engine::tool::{on_port, OnContext};
+        struct Work<'a> {
+            opts: &'a PingpongOpts,
+            role: Role,
+        }
+        impl OnContext for Work<'_> {
+            type Out = PingpongReport;
+            fn run<B: ferroce::backend::Backend>(
+                self,
+                ctx: &mut ferroce::verbs::Context<B>,
+            ) -> Result<PingpongReport> {
+                pingpong::run(ctx, &self.role, self.opts, &mut std::io::stdout())
+            }
+        }
         let cfg = Config::load(&a.config)?;
         let mtu = ferroce::transport::Mtu::from_bytes(a.mtu)
             .with_context(|| format!("-m {}: not 256, 512, 1024, 2048 or 4096", a.mtu))?;
@@ -964,48 +977,25 @@ mod cmd {
             mtu,
             rx_depth: a.rx_depth,
             tcp_port: a.tcp_port,
+            gid_index: a.gid_idx.unwrap_or(0),
             timeout: std::time::Duration::from_millis(a.timeout_ms),
         };
-        let dp = Datapath::open(&cfg, &[a.port.as_str()])?;
-        let clock = TscClock::new(&dp.eal);
-        let (pc, p) = dp.port(&a.port)?;
-        if let Some(core) = pc.core {
-            dpdk::lcore::pin_current_thread(core)?;
-        }
-        let mac = ferroce::wire::MacAddr(p.mac()?.0);
         let role = match a.server {
             Some(ip) => Role::Client(ip),
             None => Role::Server,
         };
-        let mut q = dp.queue(&a.port)?;
-        let mut out = std::io::stdout();
-        let r = match &a.pcap {
-            None => pingpong::run(&mut q, &clock, mac, pc.ip, &role, &opts, &mut out)?,
-            Some(path) => {
-                use ferroce::backend::capture::Capture;
-                let w = ferroce::pcap::create(path, ferroce::pcap::Precision::Nano)?;
-                let unix = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)?
-                    .as_nanos() as u64;
-                let epoch = unix.saturating_sub(clock.now().as_nanos());
-                let mut cap = Capture::new(q, clock, w, epoch);
-                let r = pingpong::run(&mut cap, &clock, mac, pc.ip, &role, &opts, &mut out);
-                let (back, n) = cap.finish()?;
-                q = back;
-                println!("  pcap: {n} frames written to {}", path.display());
-                r?
-            }
-        };
-        r.print(&opts, &mut out)?;
+        let work = Work { opts: &opts, role };
+        let (r, frames) = on_port(&cfg, &a.port, a.pcap.as_deref(), work)?;
+        if let (Some(n), Some(path)) = (frames, &a.pcap) {
+            println!("  pcap: {n} frames written to {}", path.display());
+        }
+        r.print(&opts, &mut std::io::stdout())?;
         if a.stats {
             println!("  counters: {}", r.counters);
         }
         if r.bad_payloads > 0 {
             println!("{} messages arrived with wrong bytes", r.bad_payloads);
         }
-        // Leave the link up a moment for the peer's last frames.
-        let _ = p.wait_link_down(std::time::Duration::from_millis(200));
-        drop(q);
         Ok(r.bad_payloads == 0)
     }
 

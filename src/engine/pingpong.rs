@@ -11,23 +11,21 @@
 //! 14, `retry_cnt` 7, `rnr_retry` 7, `max_rd_atomic` 1. The exchange is
 //! [`crate::oob::pingpong`]: the client writes its address, reads the
 //! server's, writes `done`; the server reads, connects, writes, reads
-//! `done`. The peer's MAC comes from ARP.
+//! `done`. The peer's MAC comes from ARP (the verbs context resolves the
+//! GID's address when the QP moves to RTR).
 
-use super::host::Host;
-use super::neigh::{Lookup, NeighConfig};
-use super::rc::{connect_qp, pump, ConnectParams};
-use crate::backend::{Backend, Burst};
-use crate::oob::{gid_of, ip_of, pingpong};
-use crate::time::{Clock, Duration, Instant};
+use super::exchange::Channel;
+use crate::backend::Backend;
+use crate::oob::{ip_of, pingpong};
+use crate::time::Duration;
 use crate::transport::{
-    Access, DeviceConfig, MrSpec, Mtu, Payload, QpCaps, QpCounters, RecvWr, SendOp, SendWr, Sge,
-    WcStatus,
+    Access, Mtu, Payload, QpCaps, QpCounters, RecvWr, SendOp, SendWr, WcStatus,
 };
-use crate::wire::MacAddr;
-use anyhow::{bail, ensure, Context, Result};
-use core::net::{IpAddr, Ipv4Addr};
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use crate::verbs::{ConnectParams, Context};
+use anyhow::{bail, ensure, Context as _, Result};
+use core::net::IpAddr;
+use std::io::Write;
+use std::net::SocketAddr;
 
 /// The byte `ibv_rc_pingpong` fills its buffer with.
 pub const FILL: u8 = 0x7b;
@@ -45,6 +43,8 @@ pub struct PingpongOpts {
     pub rx_depth: u32,
     /// `-p`: the TCP port of the exchange.
     pub tcp_port: u16,
+    /// `-g`: the GID index.
+    pub gid_index: u8,
     /// Give up after this long (the exchange and the run each).
     pub timeout: std::time::Duration,
 }
@@ -57,6 +57,7 @@ impl Default for PingpongOpts {
             mtu: Mtu::Mtu1024,
             rx_depth: 500,
             tcp_port: 18515,
+            gid_index: 0,
             timeout: std::time::Duration::from_secs(30),
         }
     }
@@ -130,100 +131,10 @@ fn random_psn() -> u32 {
     (x as u32) & 0xFF_FFFF
 }
 
-/// A host on its port, kept alive (frames in and out, ARP answered) while
-/// the tool waits for the TCP exchange or for an ARP answer.
-struct Live<'a, B: Backend> {
-    host: Host,
-    port: &'a mut B,
-    pending: Burst<B::Buf>,
-    clock: &'a dyn Clock,
-    limit: Duration,
-}
-
-impl<B: Backend> Live<'_, B> {
-    /// One round of frames at the clock's now.
-    fn pump(&mut self) {
-        let now = self.clock.now();
-        pump(&mut self.host, self.port, now, &mut self.pending);
-    }
-
-    /// Pumps until `step` gives a value, for at most `limit`; `what` names
-    /// what did not come.
-    fn until<T>(
-        &mut self,
-        what: &str,
-        mut step: impl FnMut(&mut Host, Instant) -> Result<Option<T>>,
-    ) -> Result<T> {
-        let end = self.clock.now() + self.limit;
-        loop {
-            let now = self.clock.now();
-            if let Some(v) = step(&mut self.host, now)? {
-                return Ok(v);
-            }
-            if now > end {
-                bail!("{what} in {}", self.limit);
-            }
-            self.pump();
-        }
-    }
-
-    /// Reads exactly `n` bytes of the exchange (the peer may be resolving
-    /// our MAC meanwhile: ARP must be answered).
-    fn read(&mut self, s: &mut TcpStream, n: usize) -> Result<Vec<u8>> {
-        s.set_nonblocking(true)?;
-        let mut b = vec![0u8; n];
-        let mut got = 0;
-        self.until("no message from the peer", |_, _| {
-            while got < n {
-                match s.read(&mut b[got..]) {
-                    Ok(0) => bail!("the peer closed the TCP connection after {got} of {n} bytes"),
-                    Ok(k) => got += k,
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(None),
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(e) => return Err(e).context("reading from the peer's TCP connection"),
-                }
-            }
-            Ok(Some(()))
-        })?;
-        s.set_nonblocking(false)?;
-        Ok(b)
-    }
-
-    /// Accepts one connection.
-    fn accept(&mut self, l: &TcpListener) -> Result<TcpStream> {
-        l.set_nonblocking(true)?;
-        let s = self.until("no client", |_, _| match l.accept() {
-            Ok((s, _)) => Ok(Some(s)),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                std::thread::yield_now();
-                Ok(None)
-            }
-            Err(e) => Err(e).context("accepting the client"),
-        })?;
-        s.set_nonblocking(false)?;
-        Ok(s)
-    }
-
-    /// The MAC of `ip`, by ARP.
-    fn resolve(&mut self, ip: Ipv4Addr) -> Result<MacAddr> {
-        self.until(
-            &format!("no ARP answer from {ip}"),
-            |host, now| match host.lookup(ip, now) {
-                Lookup::Found(m) => Ok(Some(m)),
-                Lookup::Failed => bail!("no ARP answer from {ip}"),
-                Lookup::Pending => Ok(None),
-            },
-        )
-    }
-}
-
-/// Runs one end on `port` with our `mac` and `ip`, printing the address
-/// lines to `out`; the caller prints the report.
+/// Runs one end on `ctx`, printing the address lines to `out`; the
+/// caller prints the report.
 pub fn run<B: Backend>(
-    port: &mut B,
-    clock: &dyn Clock,
-    mac: MacAddr,
-    ip: Ipv4Addr,
+    ctx: &mut Context<B>,
     role: &Role,
     opts: &PingpongOpts,
     out: &mut dyn Write,
@@ -232,24 +143,10 @@ pub fn run<B: Backend>(
     ensure!(opts.iters > 0, "-n: at least one iteration");
     ensure!(opts.rx_depth >= 2, "-r: rx_depth must be at least 2");
     let limit = Duration::from_nanos(opts.timeout.as_nanos() as u64);
-    let mut live = Live {
-        host: Host::new(DeviceConfig::new(mac, ip.into()), NeighConfig::default())?,
-        port,
-        pending: Burst::new(),
-        clock,
-        limit,
-    };
-    let dev = &mut live.host.dev;
-    let pd = dev.alloc_pd();
-    let cq = dev.create_cq(opts.rx_depth as usize + 2)?;
-    let mr = dev.reg_mr(MrSpec {
-        pd,
-        len: opts.size as usize,
-        access: Access::LOCAL_WRITE,
-        addr: None,
-        key: None,
-    })?;
-    dev.mr_mut(mr.lkey).context("our region")?.fill(FILL);
+    let pd = ctx.alloc_pd();
+    let cq = ctx.create_cq(opts.rx_depth as usize + 2)?;
+    let mr = ctx.reg_mr(&pd, opts.size as usize, Access::LOCAL_WRITE)?;
+    ctx.mr_mut(&mr)?.fill(FILL);
     let caps = QpCaps {
         max_send_wr: 1,
         max_recv_wr: opts.rx_depth,
@@ -257,12 +154,13 @@ pub fn run<B: Backend>(
         max_recv_sge: 1,
         ..QpCaps::default()
     };
-    let qpn = dev.create_qp(pd, cq, cq, caps)?;
+    let qp = ctx.create_qp(&pd, &cq, &cq, caps)?;
+    let gid = ctx.query_gid(opts.gid_index)?;
     let local = pingpong::Dest {
         lid: 0,
-        qpn,
+        qpn: qp.num(),
         psn: random_psn(),
-        gid: gid_of(ip.into()),
+        gid: gid.gid,
     };
     let params = ConnectParams {
         mtu: opts.mtu,
@@ -274,43 +172,36 @@ pub fn run<B: Backend>(
         access: Access::LOCAL_WRITE,
         ..ConnectParams::default()
     };
-    let connect = |live: &mut Live<'_, B>, remote: &pingpong::Dest| -> Result<()> {
-        let IpAddr::V4(rip) = ip_of(&remote.gid) else {
-            bail!("the peer's GID {:?} is not an IPv4 one", ip_of(&remote.gid));
-        };
-        let rmac = live.resolve(rip)?;
-        connect_qp(
-            &mut live.host.dev,
-            qpn,
+    let connect = |ctx: &mut Context<B>, remote: &pingpong::Dest| -> Result<()> {
+        ctx.connect(
+            &qp,
             remote.qpn,
-            rmac,
-            rip.into(),
+            ip_of(&remote.gid),
             &params,
             local.psn,
             remote.psn,
-        )?;
-        Ok(())
+        )
+        .context("connecting the QP")
     };
     let remote = match role {
         Role::Client(server) => {
             let addr = SocketAddr::new(*server, opts.tcp_port);
-            let mut s = TcpStream::connect_timeout(&addr, opts.timeout)
-                .with_context(|| format!("connecting to {addr}"))?;
-            s.write_all(&local.emit())?;
-            let remote = pingpong::Dest::parse(&live.read(&mut s, pingpong::MSG_LEN)?)?;
-            s.write_all(pingpong::DONE)?;
-            connect(&mut live, &remote)?;
+            let mut ch = Channel::connect(ctx, addr, limit)?;
+            ch.write(ctx, &local.emit())?;
+            let remote = pingpong::Dest::parse(&ch.read(ctx, pingpong::MSG_LEN)?)?;
+            ch.write(ctx, pingpong::DONE)?;
+            connect(ctx, &remote)?;
+            ch.close(ctx);
             remote
         }
         Role::Server => {
-            let l = TcpListener::bind(("0.0.0.0", opts.tcp_port))
-                .with_context(|| format!("listening on TCP port {}", opts.tcp_port))?;
-            let mut s = live.accept(&l)?;
-            let remote = pingpong::Dest::parse(&live.read(&mut s, pingpong::MSG_LEN)?)?;
-            connect(&mut live, &remote)?;
-            s.write_all(&local.emit())?;
-            let done = live.read(&mut s, pingpong::DONE.len())?;
+            let mut ch = Channel::accept(ctx, opts.tcp_port, limit)?;
+            let remote = pingpong::Dest::parse(&ch.read(ctx, pingpong::MSG_LEN)?)?;
+            connect(ctx, &remote)?;
+            ch.write(ctx, &local.emit())?;
+            let done = ch.read(ctx, pingpong::DONE.len())?;
             ensure!(done == pingpong::DONE, "the client did not say done");
+            ch.close(ctx);
             remote
         }
     };
@@ -320,43 +211,28 @@ pub fn run<B: Backend>(
     // The ping-pong of rc_pingpong.c's main loop.
     const RECV: u64 = 1;
     const SEND: u64 = 2;
-    let dev = &mut live.host.dev;
-    let rsge = Sge {
-        addr: mr.addr,
-        length: opts.size,
-        lkey: mr.lkey,
+    let sge = mr.sge(0, opts.size).context("our region")?;
+    let recv = || RecvWr {
+        wr_id: RECV,
+        sges: vec![sge],
     };
-    let post_recv = |dev: &mut crate::transport::Device| {
-        dev.post_recv(
-            qpn,
-            RecvWr {
-                wr_id: RECV,
-                sges: vec![rsge],
-            },
-        )
-    };
-    let post_send = |dev: &mut crate::transport::Device| {
-        dev.post_send(
-            qpn,
-            SendWr::new(SEND, SendOp::Send, Payload::Sges(vec![rsge])),
-        )
-    };
+    let send = || SendWr::new(SEND, SendOp::Send, Payload::Sges(vec![sge]));
     let mut routs = 0u32;
     for _ in 0..opts.rx_depth {
-        post_recv(dev)?;
+        ctx.post_recv(&qp, recv())?;
         routs += 1;
     }
-    let start = clock.now();
+    let start = ctx.now();
     let end = start + limit;
     let mut pending_ops = RECV;
     if matches!(role, Role::Client(_)) {
-        post_send(dev)?;
+        ctx.post_send(&qp, send())?;
         pending_ops |= SEND;
     }
     let (mut rcnt, mut scnt, mut bad) = (0u32, 0u32, 0u32);
     let mut wcs = Vec::with_capacity(16);
     while rcnt < opts.iters || scnt < opts.iters {
-        let now = clock.now();
+        let now = ctx.now();
         if now > end {
             bail!(
                 "timed out after {} with {scnt} of {} sent and {rcnt} received",
@@ -364,9 +240,8 @@ pub fn run<B: Backend>(
                 opts.iters
             );
         }
-        live.pump();
         wcs.clear();
-        live.host.dev.poll_cq(cq, 16, &mut wcs);
+        ctx.poll_cq(&cq, 16, &mut wcs)?;
         for wc in &wcs {
             if wc.status != WcStatus::Success {
                 bail!(
@@ -382,12 +257,12 @@ pub fn run<B: Backend>(
                     routs -= 1;
                     if routs <= 1 {
                         while routs < opts.rx_depth {
-                            post_recv(&mut live.host.dev)?;
+                            ctx.post_recv(&qp, recv())?;
                             routs += 1;
                         }
                     }
                     rcnt += 1;
-                    let data = live.host.dev.mr(mr.lkey).context("our region")?;
+                    let data = ctx.mr(&mr)?;
                     if wc.byte_len != opts.size || data.iter().any(|&b| b != FILL) {
                         bad += 1;
                     }
@@ -396,22 +271,25 @@ pub fn run<B: Backend>(
             }
             pending_ops &= !wc.wr_id;
             if scnt < opts.iters && pending_ops == 0 {
-                post_send(&mut live.host.dev)?;
+                ctx.post_send(&qp, send())?;
                 pending_ops = RECV | SEND;
             }
         }
     }
-    let elapsed = clock.now() - start;
+    let elapsed = ctx.now() - start;
     // Let the last ACK leave before the port goes away.
-    let settle = clock.now() + Duration::from_millis(50);
-    while clock.now() < settle {
-        live.pump();
-    }
+    let settle = ctx.now() + Duration::from_millis(50);
+    ctx.progress_until(Duration::from_millis(60), |c| c.now() >= settle);
+    let counters = ctx.qp_counters(&qp)?;
+    ctx.destroy_qp(qp).map_err(|e| e.error)?;
+    let _ = ctx.dereg_mr(mr);
+    let _ = ctx.destroy_cq(cq);
+    let _ = ctx.dealloc_pd(pd);
     Ok(PingpongReport {
         local,
         remote,
         elapsed,
-        counters: live.host.dev.qp_counters(qpn).copied().unwrap_or_default(),
+        counters,
         bad_payloads: bad,
     })
 }
@@ -419,7 +297,12 @@ pub fn run<B: Backend>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::loopback;
+    use crate::backend::loopback::{self, LoopbackPort};
+    use crate::oob::gid_of;
+    use crate::time::{Clock, Instant};
+    use crate::verbs::ContextConfig;
+    use crate::wire::MacAddr;
+    use core::net::Ipv4Addr;
 
     struct Wall(std::time::Instant);
     impl Clock for Wall {
@@ -428,11 +311,19 @@ mod tests {
         }
     }
 
+    fn ctx(port: LoopbackPort, last: u8) -> Context<LoopbackPort> {
+        let cfg = ContextConfig::new(
+            MacAddr([2, 0, 0, 0, 0, last]),
+            Ipv4Addr::new(198, 18, 0, last).into(),
+        );
+        Context::open(port, Box::new(Wall(std::time::Instant::now())), cfg).unwrap()
+    }
+
     /// Both ends in one process, each on its own thread and end of an
     /// in-process link, the exchange over TCP on localhost.
     #[test]
     fn server_and_client_ping_pong_over_a_loopback_link() {
-        let (mut pa, mut pb) = loopback::pair(1024, 4352);
+        let (pa, pb) = loopback::pair(1024, 4352);
         let port = 20000 + (std::process::id() % 20000) as u16;
         let opts = PingpongOpts {
             size: 4096,
@@ -444,40 +335,15 @@ mod tests {
         let o2 = opts.clone();
         let server = std::thread::spawn(move || {
             let mut out = Vec::new();
-            let r = run(
-                &mut pa,
-                &Wall(std::time::Instant::now()),
-                MacAddr([2, 0, 0, 0, 0, 1]),
-                Ipv4Addr::new(198, 18, 0, 1),
-                &Role::Server,
-                &o2,
-                &mut out,
-            );
+            let r = run(&mut ctx(pa, 1), &Role::Server, &o2, &mut out);
             (r, String::from_utf8(out).unwrap())
         });
-        // Let the server listen first.
-        let mut client = None;
-        for _ in 0..100 {
-            std::thread::sleep(std::time::Duration::from_millis(20));
-            let mut out = Vec::new();
-            match run(
-                &mut pb,
-                &Wall(std::time::Instant::now()),
-                MacAddr([2, 0, 0, 0, 0, 2]),
-                Ipv4Addr::new(198, 18, 0, 2),
-                &Role::Client("127.0.0.1".parse().unwrap()),
-                &opts,
-                &mut out,
-            ) {
-                Ok(r) => {
-                    client = Some((r, String::from_utf8(out).unwrap()));
-                    break;
-                }
-                Err(e) if format!("{e:#}").contains("connecting") => continue,
-                Err(e) => panic!("client: {e:#}"),
-            }
-        }
-        let (rc, out_c) = client.expect("the client never connected");
+        // The client tries again until the server listens.
+        let mut out = Vec::new();
+        let client = "127.0.0.1".parse().unwrap();
+        let rc = run(&mut ctx(pb, 2), &Role::Client(client), &opts, &mut out)
+            .unwrap_or_else(|e| panic!("client: {e:#}"));
+        let out_c = String::from_utf8(out).unwrap();
         let (rs, out_s) = server.join().unwrap();
         let rs = rs.unwrap();
         assert_eq!(rc.remote, rs.local);

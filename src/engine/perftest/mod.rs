@@ -32,13 +32,14 @@ pub mod report;
 mod run;
 
 use crate::backend::Backend;
+use crate::engine::exchange::Channel;
 use crate::engine::pingpong::Role;
 use crate::oob::perftest::Keys;
 use crate::time::Duration;
 use crate::transport::{Access, Mtu, QpCounters};
 use crate::verbs::{Context, Mr, Qp};
 use anyhow::{bail, ensure, Context as _, Result};
-use channel::{Agreed, Channel};
+use channel::Agreed;
 use report::{BwReport, LatReport};
 use std::io::Write;
 use std::net::SocketAddr;
@@ -505,7 +506,7 @@ pub fn run<B: Backend>(
             Step::KeysPerQp => {
                 let mut remote = Vec::new();
                 for k in s.local.clone() {
-                    remote.push(ch.keys(ctx, &k)?);
+                    remote.push(channel::keys(&mut ch, ctx, &k)?);
                 }
                 s.remote = remote;
             }
@@ -515,7 +516,7 @@ pub fn run<B: Backend>(
             }
             Step::PostRecvs => run::post_initial_recvs(ctx, &s)?,
             Step::Barrier => {
-                let k = ch.keys(ctx, &s.local[0])?;
+                let k = channel::keys(&mut ch, ctx, &s.local[0])?;
                 match s.remote.first_mut() {
                     Some(r) => *r = k,
                     None => s.remote.push(k),
@@ -542,20 +543,20 @@ pub fn run<B: Backend>(
             let r = run::bw_client(ctx, &s, limit, &mut errors)?;
             writeln!(out, "{}", r.row())?;
             writeln!(out, "{}", report::RESULT_LINE)?;
-            s.remote[0] = ch.keys(ctx, &s.local[0])?;
+            s.remote[0] = channel::keys(&mut ch, ctx, &s.local[0])?;
             exchange_reports(&mut ch, ctx, &r)?;
-            s.remote[0] = ch.keys(ctx, &s.local[0])?;
+            s.remote[0] = channel::keys(&mut ch, ctx, &s.local[0])?;
             Outcome::Bw(r)
         }
         (Test::WriteBw | Test::ReadBw | Test::AtomicBw, true) => {
             writeln!(out, "{}", BwReport::header(p.gbits))?;
             // Passive: answer the client's requests until it is done.
-            s.remote[0] = ch.barrier_after_run(ctx, &s.local[0], run_limit)?;
+            s.remote[0] = channel::barrier_after_run(&mut ch, ctx, &s.local[0], run_limit)?;
             let mut r = exchange_reports(&mut ch, ctx, &BwReport::default())?;
             r.gbits = p.gbits;
             writeln!(out, "{}", r.row())?;
             writeln!(out, "{}", report::RESULT_LINE)?;
-            s.remote[0] = ch.keys(ctx, &s.local[0])?;
+            s.remote[0] = channel::keys(&mut ch, ctx, &s.local[0])?;
             Outcome::Bw(r)
         }
         (Test::SendBw, _) => {
@@ -567,7 +568,7 @@ pub fn run<B: Backend>(
             };
             writeln!(out, "{}", r.row())?;
             writeln!(out, "{}", report::RESULT_LINE)?;
-            s.remote[0] = ch.barrier_after_run(ctx, &s.local[0], run_limit)?;
+            s.remote[0] = channel::barrier_after_run(&mut ch, ctx, &s.local[0], run_limit)?;
             Outcome::Bw(r)
         }
         (Test::WriteLat, _) => {
@@ -582,11 +583,11 @@ pub fn run<B: Backend>(
             let r = run::read_lat(ctx, &s, limit, &mut errors)?;
             writeln!(out, "{}", r.row())?;
             writeln!(out, "{}", report::RESULT_LINE)?;
-            s.remote[0] = ch.keys(ctx, &s.local[0])?;
+            s.remote[0] = channel::keys(&mut ch, ctx, &s.local[0])?;
             Outcome::Lat(r)
         }
         (Test::ReadLat, true) => {
-            s.remote[0] = ch.barrier_after_run(ctx, &s.local[0], run_limit)?;
+            s.remote[0] = channel::barrier_after_run(&mut ch, ctx, &s.local[0], run_limit)?;
             writeln!(out, "{}", report::RESULT_LINE)?;
             Outcome::None
         }
@@ -595,7 +596,7 @@ pub fn run<B: Backend>(
             let r = run::send_lat(ctx, &s, limit, &mut errors, &mut bad)?;
             writeln!(out, "{}", r.row())?;
             writeln!(out, "{}", report::RESULT_LINE)?;
-            s.remote[0] = ch.keys(ctx, &s.local[0])?;
+            s.remote[0] = channel::keys(&mut ch, ctx, &s.local[0])?;
             Outcome::Lat(r)
         }
     };
@@ -607,6 +608,14 @@ pub fn run<B: Backend>(
     for qp in &s.qps {
         counters.add(&ctx.qp_counters(qp)?);
     }
+    // Leave the context as we found it (the demo runs tool after tool).
+    for qp in s.qps {
+        ctx.destroy_qp(qp).map_err(|e| e.error)?;
+    }
+    ctx.dereg_mr(s.mr).map_err(|e| e.error)?;
+    ctx.destroy_cq(s.scq).map_err(|e| e.error)?;
+    ctx.destroy_cq(s.rcq).map_err(|e| e.error)?;
+    ctx.dealloc_pd(pd).map_err(|e| e.error)?;
     Ok(Report {
         params: p,
         local: s.local,
@@ -666,11 +675,11 @@ fn exchange_reports<B: Backend>(
     ctx: &mut Context<B>,
     mine: &BwReport,
 ) -> Result<BwReport> {
-    let size = ch.exchange_u64(ctx, mine.size)?;
-    let iters = ch.exchange_u64(ctx, mine.iters)?;
-    let peak = f64::from_bits(ch.exchange_u64(ctx, mine.bw_peak.to_bits())?);
-    let avg = f64::from_bits(ch.exchange_u64(ctx, mine.bw_avg.to_bits())?);
-    let rate = f64::from_bits(ch.exchange_u64(ctx, mine.msg_rate.to_bits())?);
+    let size = channel::exchange_u64(ch, ctx, mine.size)?;
+    let iters = channel::exchange_u64(ch, ctx, mine.iters)?;
+    let peak = f64::from_bits(channel::exchange_u64(ch, ctx, mine.bw_peak.to_bits())?);
+    let avg = f64::from_bits(channel::exchange_u64(ch, ctx, mine.bw_avg.to_bits())?);
+    let rate = f64::from_bits(channel::exchange_u64(ch, ctx, mine.msg_rate.to_bits())?);
     Ok(BwReport {
         size,
         iters,

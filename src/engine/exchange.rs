@@ -1,0 +1,166 @@
+//! The out-of-band TCP connection of the interop tools (rdma-core's
+//! `ibv_rc_pingpong`, perftest), with the port kept alive while it waits:
+//! the peer may be resolving our MAC by ARP, or, as a passive bandwidth
+//! server, we must answer its WRITEs and READs while we wait for its next
+//! message.
+//!
+//! Both tools exchange fixed-size messages with the client writing first
+//! (perftest's `ctx_xchg_data_ethernet`, rc_pingpong's
+//! `pp_client_exch_dest`); each message leaves in one `write`, since
+//! perftest reads each with a single `read` of exactly its size.
+
+use crate::backend::Backend;
+use crate::time::Duration;
+use crate::verbs::Context;
+use anyhow::{bail, Context as _, Result};
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+
+/// The connection to the peer tool.
+pub struct Channel {
+    s: TcpStream,
+    client: bool,
+    /// How long one wait for the peer may last.
+    limit: Duration,
+}
+
+/// Pumps `ctx` until `step` gives a value, for at most `limit`.
+pub fn until<B: Backend, T>(
+    ctx: &mut Context<B>,
+    limit: Duration,
+    what: &str,
+    mut step: impl FnMut() -> Result<Option<T>>,
+) -> Result<T> {
+    let end = ctx.now() + limit;
+    loop {
+        if let Some(v) = step()? {
+            return Ok(v);
+        }
+        if ctx.now() > end {
+            bail!("{what} in {limit}");
+        }
+        let st = ctx.progress();
+        if st.rx == 0 && st.tx == 0 {
+            std::thread::yield_now();
+        }
+    }
+}
+
+impl Channel {
+    /// The server's side: one connection on `port` of every address
+    /// (the tools' servers take exactly one client).
+    pub fn accept<B: Backend>(ctx: &mut Context<B>, port: u16, limit: Duration) -> Result<Channel> {
+        let l = TcpListener::bind(("0.0.0.0", port))
+            .with_context(|| format!("listening on TCP port {port}"))?;
+        l.set_nonblocking(true)?;
+        let s = until(ctx, limit, "no client connected", || match l.accept() {
+            Ok((s, _)) => Ok(Some(s)),
+            Err(e) if e.kind() == ErrorKind::WouldBlock => Ok(None),
+            Err(e) => Err(e).context("accepting the client"),
+        })?;
+        Channel::new(s, false, limit)
+    }
+
+    /// The client's side: connects to `addr`, trying again while the
+    /// server is not listening yet (the C tools try once).
+    pub fn connect<B: Backend>(
+        ctx: &mut Context<B>,
+        addr: SocketAddr,
+        limit: Duration,
+    ) -> Result<Channel> {
+        let s =
+            until(
+                ctx,
+                limit,
+                &format!("no server at {addr}"),
+                || match TcpStream::connect_timeout(&addr, std::time::Duration::from_millis(200)) {
+                    Ok(s) => Ok(Some(s)),
+                    Err(e) if e.kind() == ErrorKind::ConnectionRefused => {
+                        std::thread::sleep(std::time::Duration::from_millis(20));
+                        Ok(None)
+                    }
+                    Err(e) if e.kind() == ErrorKind::TimedOut => Ok(None),
+                    Err(e) => Err(e).with_context(|| format!("connecting to {addr}")),
+                },
+            )?;
+        Channel::new(s, true, limit)
+    }
+
+    /// Sets the longest wait; returns the previous one.
+    pub fn limit(&mut self, limit: Duration) -> Duration {
+        core::mem::replace(&mut self.limit, limit)
+    }
+
+    fn new(s: TcpStream, client: bool, limit: Duration) -> Result<Channel> {
+        s.set_nodelay(true)?;
+        s.set_nonblocking(true)?;
+        Ok(Channel { s, client, limit })
+    }
+
+    /// Writes all of `msg`.
+    pub fn write<B: Backend>(&mut self, ctx: &mut Context<B>, msg: &[u8]) -> Result<()> {
+        let mut at = 0;
+        let s = &mut self.s;
+        until(ctx, self.limit, "the peer took no data", || {
+            while at < msg.len() {
+                match s.write(&msg[at..]) {
+                    Ok(0) => bail!("the peer closed the TCP connection"),
+                    Ok(n) => at += n,
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(None),
+                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e).context("writing to the peer"),
+                }
+            }
+            Ok(Some(()))
+        })
+    }
+
+    /// Reads exactly `n` bytes.
+    pub fn read<B: Backend>(&mut self, ctx: &mut Context<B>, n: usize) -> Result<Vec<u8>> {
+        let mut b = vec![0u8; n];
+        let mut got = 0;
+        let s = &mut self.s;
+        until(ctx, self.limit, "no message from the peer", || {
+            while got < n {
+                match s.read(&mut b[got..]) {
+                    Ok(0) => bail!("the peer closed the TCP connection after {got} of {n} bytes"),
+                    Ok(k) => got += k,
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(None),
+                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e).context("reading from the peer"),
+                }
+            }
+            Ok(Some(()))
+        })?;
+        Ok(b)
+    }
+
+    /// One exchange of `msg` for the peer's message of the same length.
+    pub fn exchange<B: Backend>(&mut self, ctx: &mut Context<B>, msg: &[u8]) -> Result<Vec<u8>> {
+        if self.client {
+            self.write(ctx, msg)?;
+            self.read(ctx, msg.len())
+        } else {
+            let r = self.read(ctx, msg.len())?;
+            self.write(ctx, msg)?;
+            Ok(r)
+        }
+    }
+
+    /// The end: stop writing, then read to the end (an older perftest
+    /// writes an unread `"done\0"` in `ctx_close_connection`), so the
+    /// connection closes without a reset.
+    pub fn close<B: Backend>(mut self, ctx: &mut Context<B>) {
+        let _ = self.s.shutdown(Shutdown::Write);
+        let s = &mut self.s;
+        let mut sink = [0u8; 64];
+        let _ = until(ctx, Duration::from_millis(500), "no end", || {
+            match s.read(&mut sink) {
+                Ok(0) => Ok(Some(())),
+                Ok(_) => Ok(None),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => Ok(None),
+                Err(_) => Ok(Some(())),
+            }
+        });
+    }
+}
