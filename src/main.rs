@@ -806,6 +806,7 @@ mod cmd {
             rx_depth: a.rx_depth,
             tcp_port: a.tcp_port,
             timeout: std::time::Duration::from_millis(a.timeout_ms),
+            vlan: cfg.port(&a.port).and_then(|p| p.vlan()),
         };
         let dp = Datapath::open(&cfg, &[a.port.as_str()])?;
         let clock = TscClock::new(&dp.eal);

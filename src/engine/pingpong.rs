@@ -21,7 +21,7 @@ use crate::oob::{gid_of, ip_of, pingpong};
 use crate::time::{Clock, Duration, Instant};
 use crate::transport::{
     Access, DeviceConfig, MrSpec, Mtu, Payload, QpCaps, QpCounters, RecvWr, SendOp, SendWr, Sge,
-    WcStatus,
+    Vlan, WcStatus,
 };
 use crate::wire::MacAddr;
 use anyhow::{bail, ensure, Context, Result};
@@ -47,6 +47,8 @@ pub struct PingpongOpts {
     pub tcp_port: u16,
     /// Give up after this long (the exchange and the run each).
     pub timeout: std::time::Duration,
+    /// The port's 802.1Q VLAN (RoCE and ARP frames tagged), if any.
+    pub vlan: Option<Vlan>,
 }
 
 impl Default for PingpongOpts {
@@ -58,6 +60,7 @@ impl Default for PingpongOpts {
             rx_depth: 500,
             tcp_port: 18515,
             timeout: std::time::Duration::from_secs(30),
+            vlan: None,
         }
     }
 }
@@ -233,7 +236,13 @@ pub fn run<B: Backend>(
     ensure!(opts.rx_depth >= 2, "-r: rx_depth must be at least 2");
     let limit = Duration::from_nanos(opts.timeout.as_nanos() as u64);
     let mut live = Live {
-        host: Host::new(DeviceConfig::new(mac, ip.into()), NeighConfig::default())?,
+        host: Host::new(
+            DeviceConfig {
+                vlan: opts.vlan,
+                ..DeviceConfig::new(mac, ip.into())
+            },
+            NeighConfig::default(),
+        )?,
         port,
         pending: Burst::new(),
         clock,
