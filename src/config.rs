@@ -14,6 +14,8 @@
 //! name = "a"
 //! device = "ring:link0"       # ring:NAME | a vdev spec | a PCI address
 //! ip = "198.18.0.1"
+//! vlan = 100                  # optional 802.1Q VLAN id (0: priority tags only)
+//! vlan_pcp = 3                # its priority (PCP), default 0
 //! ```
 
 #![deny(unsafe_code)]
@@ -108,6 +110,14 @@ pub struct PortConfig {
     pub mtu: Option<u16>,
     #[serde(default = "yes")]
     pub promiscuous: bool,
+    /// 802.1Q VLAN id of the port's RoCE, ARP and Neighbor Discovery
+    /// frames (1..=4094; 0: priority tags only); frames of other VLANs
+    /// are dropped. Absent: untagged.
+    #[serde(default)]
+    pub vlan: Option<u16>,
+    /// Priority code point (802.1p priority, 0..=7) of the VLAN's tags.
+    #[serde(default)]
+    pub vlan_pcp: u8,
 }
 
 fn default_ip() -> Ipv4Addr {
@@ -124,6 +134,12 @@ fn yes() -> bool {
 }
 
 impl PortConfig {
+    /// The port's VLAN, if it has one.
+    pub fn vlan(&self) -> Option<crate::transport::Vlan> {
+        self.vlan
+            .map(|id| crate::transport::Vlan::new(id, self.vlan_pcp))
+    }
+
     pub fn device(&self) -> Result<Device, crate::dpdk::InvalidOption> {
         Device::parse(&self.device)
     }
@@ -204,6 +220,14 @@ impl Config {
                     p.name
                 ));
             }
+            if let Some(v) = p.vlan() {
+                v.check().map_err(|e| format!("port {:?}: {e}", p.name))?;
+            } else if p.vlan_pcp != 0 {
+                return Err(format!(
+                    "port {:?}: vlan_pcp needs a vlan (0 for priority tags only)",
+                    p.name
+                ));
+            }
             if let Some(mtu) = p.mtu {
                 if !(68..=9600).contains(&mtu) {
                     return Err(format!("port {:?}: mtu {mtu} is outside 68..=9600", p.name));
@@ -281,5 +305,21 @@ mod tests {
         assert!(e("[[port]]\nname=\"a\"\ndevice=\"net_null0\"\nmtu=20").contains("mtu"));
         assert!(e("[linktest]\npayload=5000").contains("data_room"));
         assert!(e("[eal]\nhugepages = \"sometimes\"").contains("unknown variant"));
+        let port = "[[port]]\nname=\"a\"\ndevice=\"net_null0\"\n";
+        assert!(e(&format!("{port}vlan=4095")).contains("VLAN id"));
+        assert!(e(&format!("{port}vlan=5\nvlan_pcp=8")).contains("PCP"));
+        assert!(e(&format!("{port}vlan_pcp=3")).contains("needs a vlan"));
+    }
+
+    #[test]
+    fn a_port_may_be_on_a_vlan() {
+        let port = "[[port]]\nname=\"a\"\ndevice=\"net_null0\"\n";
+        let c = Config::parse(&format!("{port}vlan=100\nvlan_pcp=3"), "t").unwrap();
+        assert_eq!(
+            c.port("a").unwrap().vlan(),
+            Some(crate::transport::Vlan::new(100, 3))
+        );
+        let c = Config::parse(port, "t").unwrap();
+        assert_eq!(c.port("a").unwrap().vlan(), None);
     }
 }

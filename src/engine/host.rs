@@ -1,14 +1,16 @@
 //! A RoCE host on one port: the transport [`Device`] and the port's
-//! [`Neighbours`] (ARP), driven together through [`super::rc::pump`]. ARP
-//! frames go to the neighbour table, everything else to the device; the
-//! table's frames leave before the transport's.
+//! [`Neighbours`] (ARP and IPv6 Neighbor Discovery), driven together
+//! through [`super::rc::pump`]. ARP, Neighbor Solicitation and
+//! Advertisement frames go to the neighbour table, everything else to the
+//! device; the table's frames leave before the transport's. Both are on the
+//! device's VLAN, if it has one.
 
 use super::neigh::{Lookup, NeighConfig, Neighbours};
 use super::rc::Endpoint;
 use crate::time::Instant;
 use crate::transport::{Device, DeviceConfig, Error};
 use crate::wire::MacAddr;
-use core::net::{IpAddr, Ipv4Addr};
+use core::net::IpAddr;
 
 /// A device and its neighbour table.
 #[derive(Debug)]
@@ -18,26 +20,20 @@ pub struct Host {
 }
 
 impl Host {
-    /// A host with the device of `cfg`; its IPv4 GIDs are the addresses it
-    /// answers ARP for.
+    /// A host with the device of `cfg`; its GIDs are the addresses it
+    /// answers for (ARP for the IPv4 ones, Neighbor Discovery for the IPv6
+    /// ones), on its VLAN.
     pub fn new(cfg: DeviceConfig, neigh: NeighConfig) -> Result<Host, Error> {
-        let ips: Vec<Ipv4Addr> = cfg
-            .gids
-            .iter()
-            .filter_map(|g| match g.to_canonical() {
-                IpAddr::V4(v4) => Some(v4),
-                IpAddr::V6(_) => None,
-            })
-            .collect();
-        let mac = cfg.mac;
+        let ips: Vec<IpAddr> = cfg.gids.clone();
+        let (mac, vlan) = (cfg.mac, cfg.vlan);
         Ok(Host {
             dev: Device::new(cfg)?,
-            neigh: Neighbours::new(mac, ips, neigh),
+            neigh: Neighbours::new(mac, ips, neigh).with_vlan(vlan),
         })
     }
 
-    /// The MAC of `ip` (see [`Neighbours::lookup`]).
-    pub fn lookup(&mut self, ip: Ipv4Addr, now: Instant) -> Lookup {
+    /// The MAC of `ip`, IPv4 or IPv6 (see [`Neighbours::lookup`]).
+    pub fn lookup(&mut self, ip: impl Into<IpAddr>, now: Instant) -> Lookup {
         self.neigh.lookup(ip, now)
     }
 
@@ -91,10 +87,13 @@ mod tests {
     #[test]
     fn two_hosts_resolve_each_other_by_arp_then_talk_rc() {
         let (mut pa, mut pb) = loopback::pair(64, 4352);
-        let (ia, ib) = (Ipv4Addr::new(198, 18, 0, 1), Ipv4Addr::new(198, 18, 0, 2));
+        let (ia, ib) = (
+            core::net::Ipv4Addr::new(198, 18, 0, 1),
+            core::net::Ipv4Addr::new(198, 18, 0, 2),
+        );
         let (ma, mb) = (MacAddr([2, 0, 0, 0, 0, 1]), MacAddr([2, 0, 0, 0, 0, 2]));
         let nc = NeighConfig::default();
-        let mut a = Host::new(DeviceConfig::new(ma, ia.into()), nc).unwrap();
+        let mut a = Host::new(DeviceConfig::new(ma, ia.into()), nc.clone()).unwrap();
         let mut b = Host::new(DeviceConfig::new(mb, ib.into()), nc).unwrap();
         let (mut qa_out, mut qb_out) = (Burst::new(), Burst::new());
         let mut now = Instant::from_nanos(1);

@@ -45,6 +45,7 @@ pub fn on_port<W: OnContext>(
     let mtu = p.mtu().unwrap_or(1500) as usize;
     cc.max_frame = (mtu + L2_OVERHEAD).min(usize::from(cfg.mempool.data_room));
     cc.region_alloc = super::memory::hugepage_region;
+    cc.vlan = pc.vlan();
     let q = dp.queue(name)?;
     let (out, frames) = match pcap {
         None => {

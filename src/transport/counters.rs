@@ -138,6 +138,9 @@ counters! {
         not_roce,
         /// RoCE v2 frames whose headers fail the checks of `wire`.
         malformed,
+        /// Frames of another VLAN than the port's, or untagged on a VLAN
+        /// port (see `transport::vlan`).
+        wrong_vlan,
         /// Frames whose ICRC is wrong (dropped silently, CA17-24).
         icrc_errors,
         /// Addressed to an IP that is not ours.

@@ -37,12 +37,14 @@ pub mod path;
 pub mod qp;
 pub mod requester;
 pub mod responder;
+pub mod vlan;
 pub mod wr;
 
 pub use counters::{QpCounters, RxCounters};
 pub use mr::{Access, AccessError, Lkey, MrKeys, MrSpec, MrTable, PdId, Rkey};
 pub use qp::{AddressVector, AttrMask, Mtu, QpAttr, QpState};
 pub use requester::QpConfig;
+pub use vlan::Vlan;
 pub use wr::{Payload, RecvWr, SendOp, SendWr, Sge, Wc, WcOpcode, WcStatus};
 
 use crate::time::{Duration, Instant};
@@ -196,6 +198,9 @@ pub struct DeviceConfig {
     pub max_qp_rd_atom: u8,
     /// Default transport tunables of new QPs.
     pub qp: QpConfig,
+    /// The port's 802.1Q VLAN: frames sent carry its tag, frames of other
+    /// VLANs are dropped ([`vlan`]); `None`: untagged.
+    pub vlan: Option<Vlan>,
 }
 
 impl DeviceConfig {
@@ -206,6 +211,7 @@ impl DeviceConfig {
             pkeys: vec![wire::bth::DEFAULT_PKEY],
             max_qp_rd_atom: 16,
             qp: QpConfig::default(),
+            vlan: None,
         }
     }
 }
@@ -350,6 +356,9 @@ pub struct Device {
 impl Device {
     pub fn new(cfg: DeviceConfig) -> Result<Device, Error> {
         cfg.qp.check()?;
+        if let Some(v) = cfg.vlan {
+            v.check()?;
+        }
         if cfg.gids.is_empty() || cfg.pkeys.is_empty() {
             return Err(Error::InvalidArgument("GID and P_Key tables need an entry"));
         }
@@ -794,6 +803,10 @@ impl Device {
                 return;
             }
         };
+        if !vlan::accepts(self.cfg.vlan, f.vlan()) {
+            self.rx.wrong_vlan += 1;
+            return;
+        }
         if !f.icrc_ok() {
             self.rx.icrc_errors += 1;
             return;
@@ -1089,6 +1102,7 @@ fn build_path(
     Ok(Path {
         smac: cfg.mac,
         dmac: av.dmac,
+        vlan: vlan::tag_of(cfg.vlan),
         ip,
         src_port: av
             .src_port

@@ -2,13 +2,17 @@
 //! fixed at RTR (reference B.1), and the one function that writes a packet
 //! of the QP into a caller's buffer.
 
-use crate::wire::{frame::seal, BthRepr, Ecn, ExtHeaders, FrameRepr, IpRepr, MacAddr, Opcode, Psn};
+use crate::wire::{
+    frame::seal, BthRepr, Ecn, ExtHeaders, FrameRepr, IpRepr, MacAddr, Opcode, Psn, VlanTag,
+};
 
 /// The headers every packet of one QP shares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Path {
     pub smac: MacAddr,
     pub dmac: MacAddr,
+    /// The port's 802.1Q tag, if it is on a VLAN (see [`super::vlan`]).
+    pub vlan: Option<VlanTag>,
     /// Source and destination, DSCP / ECN, TTL or hop limit.
     pub ip: IpRepr,
     /// Constant per QP (A17 §17.3.2.1).
@@ -43,6 +47,7 @@ impl Path {
         bth.solicited = p.solicited;
         bth.pkey = self.pkey;
         let mut r = FrameRepr::roce(self.smac, self.dmac, self.ip, self.src_port, bth);
+        r.eth.vlan = self.vlan;
         r.ext = p.ext;
         let at = r.emit_headers(payload_len, buf).ok()?;
         fill(&mut buf[at]);

@@ -40,7 +40,8 @@
 //!
 //! As with rdma-core on RoCE, the destination MAC of a connection is not
 //! the application's business: a [`QpAttr::ah_attr`] whose `dmac` is zero
-//! is resolved from its GID by ARP when the QP moves to RTR.
+//! is resolved from its GID (ARP for IPv4, Neighbor Discovery for IPv6)
+//! when the QP moves to RTR.
 
 #![deny(unsafe_code)]
 
@@ -214,6 +215,8 @@ pub struct ContextConfig {
     pub region_alloc: RegionAlloc,
     /// How long [`Context::modify_qp`] waits for ARP to resolve a peer.
     pub resolve_timeout: Duration,
+    /// The port's 802.1Q VLAN: every frame tagged, other VLANs dropped.
+    pub vlan: Option<transport::Vlan>,
 }
 
 impl ContextConfig {
@@ -228,6 +231,7 @@ impl ContextConfig {
             max_qp_rd_atom: 16,
             region_alloc: heap_region,
             resolve_timeout: Duration::from_secs(3),
+            vlan: None,
         }
     }
 }
@@ -276,12 +280,10 @@ impl<B: Backend> Context<B> {
         dc.gids = cfg.gids.iter().map(|g| g.to_canonical()).collect();
         dc.qp = cfg.qp;
         dc.max_qp_rd_atom = cfg.max_qp_rd_atom;
+        dc.vlan = cfg.vlan;
         let mut host = Host::new(dc, cfg.neigh)?;
         for &(ip, mac) in &cfg.static_neigh {
-            match ip.to_canonical() {
-                IpAddr::V4(v4) => host.neigh.add_static(v4, mac),
-                IpAddr::V6(_) => return Err(Error::Unresolved(ip, "no IPv6 neighbour table")),
-            }
+            host.neigh.add_static(ip.to_canonical(), mac);
         }
         Ok(Context {
             id: NEXT_CONTEXT.fetch_add(1, Ordering::Relaxed),
@@ -602,18 +604,17 @@ impl<B: Backend> Context<B> {
         }
     }
 
-    /// The MAC of `ip`, by ARP (driving the port meanwhile).
+    /// The MAC of `ip`, by ARP or IPv6 Neighbor Discovery (driving the
+    /// port meanwhile).
     pub fn resolve(&mut self, ip: IpAddr) -> Result<MacAddr, Error> {
-        let IpAddr::V4(v4) = ip.to_canonical() else {
-            return Err(Error::Unresolved(ip, "no IPv6 neighbour discovery"));
-        };
-        let mut found = Err(Error::Unresolved(ip, "no ARP answer in time"));
+        let ip = ip.to_canonical();
+        let mut found = Err(Error::Unresolved(ip, "no answer in time"));
         let limit = self.resolve_timeout;
         self.progress_until(limit, |c| {
             let now = c.clock.now();
-            match c.host.lookup(v4, now) {
+            match c.host.lookup(ip, now) {
                 Lookup::Found(m) => found = Ok(m),
-                Lookup::Failed => found = Err(Error::Unresolved(ip, "no ARP answer")),
+                Lookup::Failed => found = Err(Error::Unresolved(ip, "no answer")),
                 Lookup::Pending => return false,
             }
             true

@@ -205,27 +205,16 @@ fn send_write_read_and_atomics_complete_with_their_data() {
     assert!(a.counters().rdma_sends >= 1);
 }
 
-#[test]
-fn arp_finds_the_peer_when_the_address_vector_has_no_mac() {
+/// Connects a to b knowing only b's address: b answers in its own thread.
+fn connect_by_address(ip_a: IpAddr, ip_b: IpAddr) -> (Ctx, Ctx) {
     let (pa, pb) = loopback::pair(256, 4352);
     let clock = std::time::Instant::now();
-    let mut a = Context::open(
-        pa,
-        Box::new(Wall(clock)),
-        ContextConfig::new(MAC_A, IP_A.into()),
-    )
-    .unwrap();
-    let mut b = Context::open(
-        pb,
-        Box::new(Wall(clock)),
-        ContextConfig::new(MAC_B, IP_B.into()),
-    )
-    .unwrap();
+    let mut a = Context::open(pa, Box::new(Wall(clock)), ContextConfig::new(MAC_A, ip_a)).unwrap();
+    let mut b = Context::open(pb, Box::new(Wall(clock)), ContextConfig::new(MAC_B, ip_b)).unwrap();
     let (sa, sb) = (side(&mut a, 8), side(&mut b, 8));
     let (qa, qb) = (sa.qp.num(), sb.qp.num());
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let s2 = stop.clone();
-    // b answers ARP in its own thread while a connects.
     let t = std::thread::spawn(move || {
         while !s2.load(Ordering::Relaxed) {
             b.progress();
@@ -233,17 +222,35 @@ fn arp_finds_the_peer_when_the_address_vector_has_no_mac() {
         }
         (b, sb)
     });
-    a.connect(&sa.qp, qb, IP_B.into(), &ConnectParams::default(), 1, 2)
+    a.connect(&sa.qp, qb, ip_b, &ConnectParams::default(), 1, 2)
         .unwrap();
     stop.store(true, Ordering::Relaxed);
     let (mut b, sb) = t.join().unwrap();
     let (_, attr) = a.query_qp(&sa.qp).unwrap();
     assert_eq!(attr.ah_attr.unwrap().dmac, MAC_B);
     assert_eq!(a.neigh_counters().requests_sent, 1);
-    // b learnt a's MAC from the request: its own connect needs no ARP.
-    b.connect(&sb.qp, qa, IP_A.into(), &ConnectParams::default(), 2, 1)
+    // b learnt a's MAC from the request: its own connect needs no
+    // resolution.
+    b.connect(&sb.qp, qa, ip_a, &ConnectParams::default(), 2, 1)
         .unwrap();
     assert_eq!(b.neigh_counters().requests_sent, 0);
+    (a, b)
+}
+
+#[test]
+fn arp_finds_the_peer_when_the_address_vector_has_no_mac() {
+    connect_by_address(IP_A.into(), IP_B.into());
+}
+
+#[test]
+fn neighbor_discovery_finds_an_ipv6_peer() {
+    let (a, _b) = connect_by_address(
+        "2001:db8::1".parse().unwrap(),
+        "2001:db8::2".parse().unwrap(),
+    );
+    let g = a.query_gid(0).unwrap();
+    assert_eq!(g.ip, "2001:db8::1".parse::<IpAddr>().unwrap());
+    assert_eq!(g.gid[0..2], [0x20, 0x01]);
 }
 
 #[test]

@@ -4,7 +4,7 @@
 //! request ([`ArpRepr::reply`]), and whole frames ([`ArpRepr::emit_frame`],
 //! padded to Ethernet's 60-byte minimum).
 
-use super::ethernet::{EthernetRepr, MacAddr, ETHERTYPE_ARP, ETHERTYPE_IPV4};
+use super::ethernet::{EthernetRepr, MacAddr, VlanTag, ETHERTYPE_ARP, ETHERTYPE_IPV4};
 use super::field::{set_u16, u16_at};
 use super::{view, Error, Result};
 use core::net::Ipv4Addr;
@@ -175,13 +175,25 @@ impl ArpRepr {
     /// host re-checks a neighbour, RFC 1122 §2.3.2.1); zero padding to 60
     /// bytes. Returns its length.
     pub fn emit_frame_to(&self, dst: MacAddr, buf: &mut [u8]) -> Result<usize> {
+        self.emit_frame_tagged(dst, None, buf)
+    }
+
+    /// [`ArpRepr::emit_frame_to`] with an 802.1Q tag when `vlan` is given
+    /// (ARP on a VLAN is tagged like the VLAN's IP traffic, IEEE 802.1Q
+    /// §9); still padded to 60 bytes, the tag inside them, as Linux sends.
+    pub fn emit_frame_tagged(
+        &self,
+        dst: MacAddr,
+        vlan: Option<VlanTag>,
+        buf: &mut [u8],
+    ) -> Result<usize> {
         if buf.len() < MIN_FRAME {
             return Err(Error::BufferTooSmall);
         }
         let eth = EthernetRepr {
             dst,
             src: self.sha,
-            vlan: None,
+            vlan,
             ethertype: ETHERTYPE_ARP,
         };
         let n = eth.emit(buf)?;
@@ -235,6 +247,29 @@ mod tests {
         assert_eq!(eth.dst(), g2);
         let back = ArpRepr::parse(&ArpPacket::new_checked(eth.payload()).unwrap()).unwrap();
         assert_eq!(back, rep);
+    }
+
+    #[test]
+    fn a_tagged_frame_carries_the_tag_and_is_still_60_bytes() {
+        let eth = EthernetFrame::new_checked(&REQUEST[..]).unwrap();
+        let req = ArpRepr::parse(&ArpPacket::new_checked(eth.payload()).unwrap()).unwrap();
+        let tag = VlanTag {
+            pcp: 3,
+            dei: false,
+            vid: 100,
+        };
+        let mut out = [0u8; 64];
+        let n = req
+            .emit_frame_tagged(MacAddr::BROADCAST, Some(tag), &mut out)
+            .unwrap();
+        assert_eq!(n, 60);
+        assert_eq!(&out[12..18], &[0x81, 0x00, 0x60, 100, 0x08, 0x06]);
+        assert_eq!(&out[18..46], &REQUEST[14..42]);
+        let eth = EthernetFrame::new_checked(&out[..n]).unwrap();
+        assert_eq!(eth.vlan(), Some(tag));
+        assert_eq!(eth.ethertype(), ETHERTYPE_ARP);
+        let back = ArpRepr::parse(&ArpPacket::new_checked(eth.payload()).unwrap()).unwrap();
+        assert_eq!(back, req);
     }
 
     #[test]

@@ -49,7 +49,9 @@ pub struct VlanTag {
 }
 
 impl VlanTag {
-    fn from_tci(tci: u16) -> VlanTag {
+    /// The tag of a tag control information field (IEEE 802.1Q §9.6: PCP
+    /// 3 bits, DEI 1 bit, VID 12 bits).
+    pub fn from_tci(tci: u16) -> VlanTag {
         VlanTag {
             pcp: (tci >> 13) as u8,
             dei: tci & 0x1000 != 0,
@@ -57,7 +59,9 @@ impl VlanTag {
         }
     }
 
-    fn tci(&self) -> Result<u16> {
+    /// The tag control information field; [`Error::FieldRange`] if a
+    /// value does not fit its bits.
+    pub fn tci(&self) -> Result<u16> {
         if self.pcp > 7 || self.vid > 0x0FFF {
             return Err(Error::FieldRange);
         }

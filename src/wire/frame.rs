@@ -28,7 +28,7 @@
 //! per-QP source port (see [`FrameRepr::roce`]).
 
 use super::bth::{self, Bth, BthRepr};
-use super::ethernet::{self, EthernetFrame, EthernetRepr, MacAddr};
+use super::ethernet::{self, EthernetFrame, EthernetRepr, MacAddr, VlanTag};
 use super::ext::{
     Aeth, AethRepr, AtomicAckEth, AtomicEth, AtomicEthRepr, Deth, DethRepr, Feth, FethRepr, Ieth,
     ImmDt, Reth, RethRepr, Xrceth,
@@ -469,6 +469,13 @@ impl<'a> Frame<'a> {
         }
     }
 
+    /// The frame's 802.1Q tag, if it has one.
+    #[inline]
+    pub fn vlan(&self) -> Option<VlanTag> {
+        (self.ip_offset == ethernet::HEADER_LEN_VLAN)
+            .then(|| VlanTag::from_tci(u16::from_be_bytes([self.bytes[14], self.bytes[15]])))
+    }
+
     pub fn eth(&self) -> EthernetRepr {
         // Cannot fail: parse checked the header, tag included.
         EthernetFrame::new_checked(self.bytes)
@@ -700,6 +707,60 @@ mod tests {
         assert_eq!(f.pad, 3);
         assert!(f.icrc_ok());
         assert_eq!(f.len(), n);
+    }
+
+    /// RoCE v2 over IPv6 with an 802.1Q tag (A17 §17.3.1.2, reference
+    /// B.1 / B.7): the tag and the IPv6 fields round-trip, and the ICRC
+    /// covers none of the fields a network may rewrite (traffic class,
+    /// flow label, hop limit) but does cover the payload length.
+    #[test]
+    fn a_tagged_ipv6_frame_round_trips_with_its_variant_fields_masked() {
+        let mut r = base(Opcode::rc(Op::SendOnly));
+        r.ip = IpRepr::v6(
+            "fd18::1".parse().unwrap(),
+            "fd18::2".parse().unwrap(),
+            26,
+            Ecn::Ect0,
+            0xABCDE,
+        );
+        let tag = VlanTag {
+            pcp: 3,
+            dei: false,
+            vid: 0xFFE,
+        };
+        r.eth.vlan = Some(tag);
+        r.eth.ethertype = ethernet::ETHERTYPE_IPV6;
+        let mut buf = [0u8; 256];
+        let n = r.emit(b"hello", &mut buf).unwrap();
+        assert_eq!(n, 18 + 40 + 8 + 12 + 8 + 4);
+        assert_eq!(&buf[12..18], &[0x81, 0x00, 0x6F, 0xFE, 0x86, 0xDD]);
+        let f = Frame::parse(&buf[..n]).unwrap();
+        assert_eq!(f.vlan(), Some(tag));
+        assert_eq!(f.eth().vlan, Some(tag));
+        assert_eq!(f.repr(), r);
+        assert!(f.icrc_ok());
+        // IPv6 payload length: UDP header through the ICRC.
+        assert_eq!(u16::from_be_bytes([buf[22], buf[23]]) as usize, n - 18 - 40);
+        // Traffic class (DSCP and ECN), flow label and hop limit rewritten:
+        // the ICRC still holds.
+        let mut g = buf[..n].to_vec();
+        g[18] = 0x6F;
+        g[19] = 0xFF;
+        g[20] = 0x12;
+        g[21] = 0x34;
+        g[25] = 1;
+        let f = Frame::parse(&g).unwrap();
+        assert!(f.icrc_ok());
+        assert_eq!(f.ecn(), Ecn::Ce);
+        // Addresses are covered.
+        let mut g = buf[..n].to_vec();
+        g[18 + 23] ^= 1;
+        assert!(!Frame::parse(&g).unwrap().icrc_ok());
+        // An untagged frame has no tag.
+        let mut u = r;
+        u.eth.vlan = None;
+        let m = u.emit(b"hello", &mut buf).unwrap();
+        assert_eq!(Frame::parse(&buf[..m]).unwrap().vlan(), None);
     }
 
     #[test]

@@ -26,6 +26,8 @@
 //! | [`psn`] | 24-bit PSN arithmetic (IBTA §9.7.1) and the pad count |
 //! | [`icrc`] | the invariant CRC (A17 §17.3.3) |
 //! | [`frame`] | whole-frame parse / emit (A17 §17.3) |
+//! | [`arp`] | ARP for IPv4 over Ethernet (RFC 826) |
+//! | [`ndp`] | IPv6 Neighbor Solicitation / Advertisement (RFC 4861) |
 
 #![deny(unsafe_code)]
 
@@ -37,6 +39,7 @@ pub mod frame;
 pub mod icrc;
 pub mod ipv4;
 pub mod ipv6;
+pub mod ndp;
 pub mod opcode;
 pub mod psn;
 pub mod udp;
@@ -51,6 +54,7 @@ pub use ext::{
 pub use frame::{ExtHeaders, Frame, FrameRepr, IpRepr};
 pub use ipv4::{Ecn, Ipv4Packet, Ipv4Repr};
 pub use ipv6::{Ipv6Packet, Ipv6Repr};
+pub use ndp::{NaFlags, NdpFrame, NdpPacket, NdpRepr};
 pub use opcode::{HeaderSet, Opcode, OpcodeInfo, Transport};
 pub use psn::{pad_count, Psn};
 pub use udp::{UdpPacket, UdpRepr, ROCE_UDP_PORT};
@@ -97,6 +101,10 @@ pub enum Error {
     /// The output buffer is smaller than the frame.
     #[error("buffer too small for the frame")]
     BufferTooSmall,
+    /// The ICMPv6 checksum of a Neighbor Discovery message does not match
+    /// (RFC 4443 §2.3; such a message is dropped, RFC 4861 §7.1).
+    #[error("ICMPv6 checksum mismatch")]
+    Icmpv6Checksum,
 }
 
 pub type Result<T> = core::result::Result<T, Error>;
