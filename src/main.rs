@@ -263,7 +263,7 @@ struct E2eArgs {
     #[arg(long, default_value_t = 5)]
     rounds: usize,
     /// 64 B WRITEs per rate run (and frames per echo run).
-    #[arg(long, default_value_t = 200_000)]
+    #[arg(long, default_value_t = 100_000)]
     msgs: u64,
     /// 64 KiB WRITEs per goodput run (and messages of the memcpy + CRC run).
     #[arg(long, default_value_t = 2_000)]
