@@ -380,6 +380,52 @@ enum BenchCmd {
         #[arg(long, default_value_t = 20_000)]
         iters: u32,
     },
+    /// The RC transport end to end between two engines on a DPDK ring pair
+    /// (64 B WRITE rate, 64 KiB WRITE goodput, 64 B SEND round trip) next to
+    /// the same transport over kernel UDP sockets, a bare DPDK echo and one
+    /// core's memcpy + CRC-32, rounds alternated; ratios against targets.
+    E2e(E2eArgs),
+}
+
+#[derive(clap::Args)]
+struct E2eArgs {
+    /// DPDK EAL and ports: ports "a" and "b" on a ring link (default: the
+    /// built-in configs/demo.toml).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Measured rounds (after one warm-up round at a tenth of the counts).
+    #[arg(long, default_value_t = 5)]
+    rounds: usize,
+    /// 64 B WRITEs per rate run (and frames per echo run).
+    #[arg(long, default_value_t = 100_000)]
+    msgs: u64,
+    /// 64 KiB WRITEs per goodput run (and messages of the memcpy + CRC run).
+    #[arg(long, default_value_t = 2_000)]
+    big_msgs: u64,
+    /// Round trips per latency run.
+    #[arg(long, default_value_t = 5_000)]
+    lat_iters: u64,
+    /// Time limit of each run, in seconds (a run ends at its count or here).
+    #[arg(long, default_value_t = 2.0)]
+    secs: f64,
+    /// Send work requests outstanding (and echo frames in flight).
+    #[arg(long, default_value_t = 256)]
+    sq_depth: u32,
+    /// One WRITE in this many is signaled (perftest's --cq-mod).
+    #[arg(long, default_value_t = 32)]
+    cq_mod: u32,
+    /// Request PSNs in flight at most (the transport's max_inflight).
+    #[arg(long, default_value_t = 256)]
+    inflight: u32,
+    /// 1: one thread polls both ends; 2: a thread per end.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2))]
+    threads: u8,
+    /// Kernel socket buffers asked for the UDP backend, in bytes.
+    #[arg(long, default_value_t = 4 << 20)]
+    socket_buf: usize,
+    /// Print the report as one JSON object (every round's figures).
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -429,6 +475,9 @@ fn run(cmd: Cmd) -> Result<bool> {
         | Cmd::Info { config }
         | Cmd::Bench {
             what: BenchCmd::Io { config, .. },
+        }
+        | Cmd::Bench {
+            what: BenchCmd::E2e(E2eArgs { config, .. }),
         } => {
             load(&config)?;
         }
@@ -519,6 +568,9 @@ fn run(cmd: Cmd) -> Result<bool> {
                     rounds,
                 },
         } => cmd::bench_io(&load(&config)?, packets, frame_len, rounds),
+        Cmd::Bench {
+            what: BenchCmd::E2e(a),
+        } => bench_e2e(&a),
         Cmd::Info { config } => cmd::info(&load(&config)?),
         Cmd::Pingpong(a) => cmd::pingpong(a),
         Cmd::WriteBw(_)
@@ -537,6 +589,38 @@ fn run(cmd: Cmd) -> Result<bool> {
             what: BenchCmd::Wire { .. },
         } => unreachable!("handled in main"),
     }
+}
+
+/// `ferroce bench e2e`: the table (or JSON) of `engine::e2e::run`.
+#[cfg(feature = "dpdk")]
+fn bench_e2e(a: &E2eArgs) -> Result<bool> {
+    use ferroce::engine::e2e::{self, E2eOpts, QpParams, Threads};
+    let opts = E2eOpts {
+        rounds: a.rounds,
+        msgs: a.msgs,
+        big_msgs: a.big_msgs,
+        lat_iters: a.lat_iters,
+        secs: a.secs,
+        qp: QpParams {
+            sq_depth: a.sq_depth,
+            cq_mod: a.cq_mod,
+            inflight: a.inflight,
+            mtu: ferroce::transport::Mtu::Mtu4096,
+        },
+        threads: if a.threads == 2 {
+            Threads::Two
+        } else {
+            Threads::One
+        },
+        socket_buf: a.socket_buf,
+    };
+    let r = e2e::run(&load(&a.config)?, &opts)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        print!("{}", r.table());
+    }
+    Ok(true)
 }
 
 /// `ferroce bench wire`: per payload size, each loop runs `iters` frames per

@@ -4,7 +4,7 @@
 //!
 //! A backend is one (port, queue) pair: a DPDK port queue (`crate::dpdk`), an
 //! in-process loopback ([`loopback`]), a host of the deterministic network
-//! simulator ([`sim`]), and later the kernel UDP socket. Frames are owned
+//! simulator ([`sim`]), and a kernel UDP socket ([`udp`]). Frames are owned
 //! buffers: a received frame is the caller's until it drops it (DPDK: back
 //! to the mempool) or hands it back to `tx_burst` (zero-copy forwarding).
 
@@ -13,6 +13,7 @@
 pub mod capture;
 pub mod loopback;
 pub mod sim;
+pub mod udp;
 
 /// Frames per burst: DPDK's customary 32.
 pub const BURST: usize = 32;

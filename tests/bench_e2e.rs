@@ -1,0 +1,71 @@
+//! `ferroce bench e2e` runs (own file: the EAL runtime-directory check of
+//! tests/cli.rs must not see this test's EAL come and go).
+
+#![cfg(feature = "dpdk")]
+
+mod common;
+use common::*;
+use std::time::Duration;
+
+/// `ferroce bench e2e` with tiny counts (figures come from real runs, never
+/// from tests): every row of the table is there, the JSON form parses, and
+/// zero rounds are refused.
+#[test]
+fn bench_e2e_prints_every_row_with_tiny_counts() {
+    let dir = TempDir::new();
+    let cfg = dir.write(
+        "ring.toml",
+        "[eal]\nhugepages = \"off\"\nmemory_mb = 256\n\n\
+         [[port]]\nname = \"a\"\ndevice = \"ring:e2e\"\nip = \"198.18.0.1\"\n\n\
+         [[port]]\nname = \"b\"\ndevice = \"ring:e2e\"\nip = \"198.18.0.2\"\n",
+    );
+    let cfg = cfg.to_str().unwrap();
+    let tiny = [
+        "--rounds",
+        "1",
+        "--msgs",
+        "2000",
+        "--big-msgs",
+        "20",
+        "--lat-iters",
+        "100",
+        "--secs",
+        "5",
+    ];
+    let mut args = vec!["bench", "e2e", "--config", cfg];
+    args.extend(tiny);
+    let o = run(&args, Duration::from_secs(60));
+    assert!(o.ok(), "{}", o.all());
+    for row in [
+        "engine 64 B WRITE, DPDK",
+        "engine 64 B WRITE, UDP socket backend",
+        "bare DPDK echo, 138 B frames",
+        "engine 64 KiB WRITE, DPDK, MTU 4096",
+        "engine 64 KiB WRITE, UDP socket backend",
+        "memcpy + CRC-32",
+        "send-lat 64 B SEND ping-pong, DPDK",
+        "bare DPDK echo of one frame",
+        "send-lat 64 B SEND ping-pong, UDP socket backend",
+        "engine / UDP-backend 64 B message rate",
+        "engine / bare-echo 64 B frame rate",
+        "64 KiB goodput / copy+CRC-32 limit",
+        "send-lat / echo round trip, p50",
+    ] {
+        assert!(o.stdout.contains(row), "no row {row:?} in:\n{}", o.stdout);
+    }
+    assert!(!o.stdout.contains("NaN"), "{}", o.stdout);
+    args.push("--json");
+    let o = run(&args, Duration::from_secs(60));
+    assert!(o.ok(), "{}", o.all());
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).expect("one JSON object");
+    assert_eq!(v["rounds"].as_array().map(Vec::len), Some(1), "{v}");
+    assert_eq!(v["rounds"][0]["engine_64"]["msgs"], 2000, "{v}");
+    assert_eq!(v["ratios"].as_array().map(Vec::len), Some(3), "{v}");
+    assert_eq!(v["send_lat"]["samples"], 100, "{v}");
+    let o = run(
+        &["bench", "e2e", "--config", cfg, "--rounds", "0"],
+        Duration::from_secs(30),
+    );
+    assert_eq!(o.code, Some(2), "{}", o.all());
+    assert!(o.stderr.contains("at least 1"), "{}", o.all());
+}
