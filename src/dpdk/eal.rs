@@ -70,6 +70,12 @@ impl Eal {
                 args: args.join(" "),
             });
         }
+        if opts.lcores.is_empty() {
+            // The EAL pinned this thread to lcore 0's CPU; let it (and the
+            // threads it starts) run anywhere, as two such processes on one
+            // machine would otherwise share CPU 0.
+            super::lcore::unpin_current_thread();
+        }
         Ok(Eal(Arc::new(EalInner {
             args,
             hugepages,

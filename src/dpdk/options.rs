@@ -27,7 +27,9 @@ pub enum HugepageMode {
 #[derive(Debug, Clone, PartialEq, serde::Deserialize, serde::Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct EalOptions {
-    /// The EAL's core list (`-l`); the datapath threads are pinned by the engine.
+    /// The EAL's core list (`-l`). Empty (the default): lcore 0 on CPU 0
+    /// for the EAL, the main thread then free to run on any CPU (a port's
+    /// `core` pins its datapath thread).
     pub lcores: String,
     pub hugepages: HugepageMode,
     /// Memory to reserve in MiB (`-m`); with hugepages, 0 lets the EAL grow on demand.
@@ -43,7 +45,7 @@ pub struct EalOptions {
 impl Default for EalOptions {
     fn default() -> Self {
         EalOptions {
-            lcores: "0".into(),
+            lcores: String::new(),
             hugepages: HugepageMode::Auto,
             memory_mb: 256,
             file_prefix: None,
@@ -161,7 +163,12 @@ pub fn eal_args(
     devices: &[Device],
     huge: HugepageState,
 ) -> Result<(Vec<String>, bool)> {
-    let mut a: Vec<String> = vec!["ferroce".into(), "-l".into(), opts.lcores.clone()];
+    let lcores = if opts.lcores.is_empty() {
+        "0".to_string()
+    } else {
+        opts.lcores.clone()
+    };
+    let mut a: Vec<String> = vec!["ferroce".into(), "-l".into(), lcores];
     a.push("--no-telemetry".into());
     a.push(format!("--log-level={}", opts.log_level));
     let need_mib = u64::from(opts.memory_mb.max(64));
