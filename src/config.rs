@@ -53,6 +53,37 @@ pub struct Config {
     pub linktest: LinkTestConfig,
     /// The RC transport run of `ferroce demo`.
     pub rc: RcConfig,
+    /// The tools `ferroce demo` runs against each other.
+    pub tools: ToolsConfig,
+}
+
+/// The `[tools]` table: `ferroce demo` runs pingpong, write-bw, read-bw,
+/// send-lat and atomic-bw between its two ports, recording one end.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ToolsConfig {
+    /// Run them (false: skip).
+    pub run: bool,
+    /// Messages per tool (its `-n`).
+    pub iters: u64,
+    /// Path MTU: 256, 512, 1024, 2048 or 4096 (the ports' MTU permitting).
+    pub mtu: u32,
+    /// Where the second port's frames are recorded ("" for nowhere).
+    pub pcap: String,
+    /// Give up on a tool after this many milliseconds without progress.
+    pub timeout_ms: u64,
+}
+
+impl Default for ToolsConfig {
+    fn default() -> Self {
+        ToolsConfig {
+            run: true,
+            iters: 1000,
+            mtu: 4096,
+            pcap: "ferroce-demo.pcap".into(),
+            timeout_ms: 30_000,
+        }
+    }
 }
 
 /// The `[rc]` table: the RC transport run of `ferroce demo` (one QP pair,

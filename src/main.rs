@@ -986,7 +986,36 @@ mod cmd {
                 (ferroce::wire::MacAddr(pb.mac()?.0), cb.ip),
             )?;
         }
-        drop((qa, qb));
+        if cfg.tools.run {
+            use ferroce::engine::demo::{run_tools, End};
+            use ferroce::engine::tool::max_frame;
+            let end = |queue, port: &Port, ip| -> Result<End<dpdk::PortQueue>> {
+                Ok(End {
+                    queue,
+                    mac: ferroce::wire::MacAddr(port.mac()?.0),
+                    ip,
+                    max_frame: max_frame(cfg, port),
+                })
+            };
+            let (ea, eb) = (end(qa, pa, ca.ip)?, end(qb, pb, cb.ip)?);
+            let mut out = std::io::stdout();
+            ok &= run_tools(
+                ea,
+                eb,
+                clock,
+                &cfg.tools,
+                ferroce::engine::memory::hugepage_region,
+                || {
+                    // Off the CPU the EAL pinned this thread to.
+                    if let Some(c) = dpdk::lcore::other_cpu() {
+                        let _ = dpdk::lcore::pin_current_thread(c);
+                    }
+                },
+                &mut out,
+            )?;
+        } else {
+            drop((qa, qb));
+        }
         println!(
             "  mempool: {} of {} mbufs free after the run",
             dp.pool.available(),

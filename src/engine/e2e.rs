@@ -1190,21 +1190,6 @@ impl E2eReport {
 #[cfg(feature = "dpdk")]
 pub use dpdk_run::run;
 
-/// The CPUs online (`/sys/devices/system/cpu/online`, e.g. `0-3,6`).
-pub fn online_cpus() -> Vec<usize> {
-    let text = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
-    let mut v = Vec::new();
-    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
-        let mut ends = part.splitn(2, '-').map(|x| x.parse::<usize>());
-        match (ends.next(), ends.next()) {
-            (Some(Ok(a)), None) => v.push(a),
-            (Some(Ok(a)), Some(Ok(b))) if a <= b => v.extend(a..=b),
-            _ => {}
-        }
-    }
-    v
-}
-
 #[cfg(feature = "dpdk")]
 mod dpdk_run {
     use super::*;
@@ -1240,10 +1225,7 @@ mod dpdk_run {
         let eal = dp.eal.clone();
         // The EAL pinned this thread to its lcore, and threads it starts
         // inherit that: the second end's thread goes to another CPU.
-        let here = core_affinity::get_core_ids()
-            .and_then(|v| v.first().map(|c| c.id))
-            .unwrap_or(0);
-        let other = online_cpus().into_iter().find(|&c| c != here);
+        let other = dpdk::lcore::other_cpu();
         if opts.threads == Threads::Two && other.is_none() {
             log::warn!("one CPU online: both threads of --threads 2 share it");
         }

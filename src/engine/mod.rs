@@ -17,6 +17,7 @@
 
 #[cfg(feature = "dpdk")]
 pub mod datapath;
+pub mod demo;
 pub mod e2e;
 pub mod exchange;
 pub mod host;

@@ -26,6 +26,13 @@ pub trait OnContext {
 /// MTU.
 const L2_OVERHEAD: usize = 22;
 
+/// The largest frame `port` carries: its MTU plus the Ethernet header,
+/// within one mbuf.
+pub fn max_frame(cfg: &Config, port: &crate::dpdk::Port) -> usize {
+    let mtu = port.mtu().unwrap_or(1500) as usize;
+    (mtu + L2_OVERHEAD).min(usize::from(cfg.mempool.data_room))
+}
+
 /// Runs `work` on a context over port `name` of `cfg`, recording to
 /// `pcap` if given. Returns its result and the frames recorded.
 pub fn on_port<W: OnContext>(
@@ -42,8 +49,7 @@ pub fn on_port<W: OnContext>(
     }
     let mac = MacAddr(p.mac()?.0);
     let mut cc = ContextConfig::new(mac, pc.ip.into());
-    let mtu = p.mtu().unwrap_or(1500) as usize;
-    cc.max_frame = (mtu + L2_OVERHEAD).min(usize::from(cfg.mempool.data_room));
+    cc.max_frame = max_frame(cfg, p);
     cc.region_alloc = super::memory::hugepage_region;
     cc.vlan = pc.vlan();
     let q = dp.queue(name)?;
