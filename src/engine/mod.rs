@@ -18,6 +18,7 @@
 #[cfg(feature = "dpdk")]
 pub mod datapath;
 pub mod host;
+pub mod lcore;
 pub mod linktest;
 #[cfg(feature = "dpdk")]
 pub mod memory;

@@ -672,6 +672,65 @@ impl<B: Backend> Context<B> {
     }
 }
 
+// ----- for the threaded engine (`crate::engine::lcore`) -----
+//
+// It runs verbs on a datapath thread for application threads: it routes a
+// handle by its context and names it there by a crate-private copy that
+// never reaches the application (the application's handle stays the one
+// that owns the object).
+
+impl<B: Backend> Context<B> {
+    pub(crate) fn id(&self) -> u32 {
+        self.id
+    }
+}
+
+impl Pd {
+    pub(crate) fn alias(&self) -> Pd {
+        Pd {
+            ctx: self.ctx,
+            id: self.id,
+        }
+    }
+}
+
+impl Mr {
+    pub(crate) fn alias(&self) -> Mr {
+        Mr {
+            ctx: self.ctx,
+            keys: self.keys,
+        }
+    }
+}
+
+impl Cq {
+    pub(crate) fn alias(&self) -> Cq {
+        Cq {
+            ctx: self.ctx,
+            id: self.id,
+            cqe: self.cqe,
+        }
+    }
+    pub(crate) fn context_id(&self) -> u32 {
+        self.ctx
+    }
+    pub(crate) fn cq_id(&self) -> CqId {
+        self.id
+    }
+}
+
+impl Qp {
+    pub(crate) fn alias(&self) -> Qp {
+        Qp {
+            ctx: self.ctx,
+            qpn: self.qpn,
+        }
+    }
+    pub(crate) fn context_id(&self) -> u32 {
+        self.ctx
+    }
+}
+
 /// `Busy` for a transport refusal that says so.
 fn busy(e: transport::Error) -> Error {
     match e {
