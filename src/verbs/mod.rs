@@ -20,7 +20,9 @@
 //! runs to completion in the caller's thread: every `poll_cq` (and
 //! [`Context::progress`]) first moves the port's frames in and out and runs
 //! the timers that are due, so an application that polls its CQ drives its
-//! datapath, as with a DPDK poll-mode NIC.
+//! datapath, as with a DPDK poll-mode NIC. The other mode, datapath
+//! threads that own contexts while application threads reach them through
+//! lock-free rings, is [`lcore`] ([`Datapath`], [`AppContext`]).
 //!
 //! Handles ([`Pd`], [`Mr`], [`Cq`], [`Qp`]) are owned values: destroying
 //! one consumes it, so a destroyed object cannot be named again, and a
@@ -46,6 +48,7 @@
 
 use crate::backend::{Backend, Burst};
 use crate::engine::host::Host;
+pub use crate::engine::lcore::{self, AppContext, Datapath};
 use crate::engine::neigh::{Lookup, NeighConfig};
 pub use crate::engine::rc::ConnectParams;
 use crate::engine::rc::{connect_steps, pump_with, PumpStats};
