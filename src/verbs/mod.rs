@@ -20,7 +20,9 @@
 //! runs to completion in the caller's thread: every `poll_cq` (and
 //! [`Context::progress`]) first moves the port's frames in and out and runs
 //! the timers that are due, so an application that polls its CQ drives its
-//! datapath, as with a DPDK poll-mode NIC.
+//! datapath, as with a DPDK poll-mode NIC. The other mode, datapath
+//! threads that own contexts while application threads reach them through
+//! lock-free rings, is [`lcore`] ([`Datapath`], [`AppContext`]).
 //!
 //! Handles ([`Pd`], [`Mr`], [`Cq`], [`Qp`]) are owned values: destroying
 //! one consumes it, so a destroyed object cannot be named again, and a
@@ -47,6 +49,7 @@
 
 use crate::backend::{Backend, Burst};
 use crate::engine::host::Host;
+pub use crate::engine::lcore::{self, AppContext, Datapath};
 use crate::engine::neigh::{Lookup, NeighConfig};
 pub use crate::engine::rc::ConnectParams;
 use crate::engine::rc::{connect_steps, pump_with, PumpStats};
@@ -670,6 +673,65 @@ impl<B: Backend> Context<B> {
     pub fn close(mut self, timeout: Duration) -> B {
         let _ = self.progress_until(timeout, |c| c.pending.is_empty());
         self.port
+    }
+}
+
+// ----- for the threaded engine (`crate::engine::lcore`) -----
+//
+// It runs verbs on a datapath thread for application threads: it routes a
+// handle by its context and names it there by a crate-private copy that
+// never reaches the application (the application's handle stays the one
+// that owns the object).
+
+impl<B: Backend> Context<B> {
+    pub(crate) fn id(&self) -> u32 {
+        self.id
+    }
+}
+
+impl Pd {
+    pub(crate) fn alias(&self) -> Pd {
+        Pd {
+            ctx: self.ctx,
+            id: self.id,
+        }
+    }
+}
+
+impl Mr {
+    pub(crate) fn alias(&self) -> Mr {
+        Mr {
+            ctx: self.ctx,
+            keys: self.keys,
+        }
+    }
+}
+
+impl Cq {
+    pub(crate) fn alias(&self) -> Cq {
+        Cq {
+            ctx: self.ctx,
+            id: self.id,
+            cqe: self.cqe,
+        }
+    }
+    pub(crate) fn context_id(&self) -> u32 {
+        self.ctx
+    }
+    pub(crate) fn cq_id(&self) -> CqId {
+        self.id
+    }
+}
+
+impl Qp {
+    pub(crate) fn alias(&self) -> Qp {
+        Qp {
+            ctx: self.ctx,
+            qpn: self.qpn,
+        }
+    }
+    pub(crate) fn context_id(&self) -> u32 {
+        self.ctx
     }
 }
 
