@@ -121,12 +121,13 @@ fn every_tool_against_itself_over_memif() {
             .arg(&pcap)
             .arg("127.0.0.1");
         let srv = spawn(&mut s, Duration::from_secs(90));
-        // The memif server end creates the socket the client connects to.
+        // The memif server end makes the socket (a file here) the client
+        // connects to: wait for it.
         let t = std::time::Instant::now();
-        while !Path::new(&sock).exists() && t.elapsed() < Duration::from_secs(10) {
+        while !Path::new(&sock).exists() && t.elapsed() < Duration::from_secs(20) {
             std::thread::sleep(Duration::from_millis(20));
         }
-        std::thread::sleep(Duration::from_millis(200));
+        std::thread::sleep(Duration::from_millis(300));
         let cli = spawn(&mut k, Duration::from_secs(90)).wait();
         let srv = srv.wait();
         check(c, &srv, &cli, &pcap);
@@ -144,13 +145,7 @@ fn every_tool_against_itself_over_af_packet_between_namespaces() {
         return;
     }
     let veth = VethPair::new("pt", 9000);
-    for (side, addr) in ["10.99.1.1/24", "10.99.1.2/24"].iter().enumerate() {
-        let st = Command::new("ip")
-            .args(["-n", &veth.ns[side], "addr", "add", addr, "dev", "veth0"])
-            .status()
-            .unwrap();
-        assert!(st.success(), "ip addr add {addr}");
-    }
+    veth.kernel_addrs(["10.99.1.1/24", "10.99.1.2/24"]);
     let dir = TempDir::new();
     let a = dir.write("a.toml", &af_packet_config("198.18.0.1"));
     let b = dir.write("b.toml", &af_packet_config("198.18.0.2"));

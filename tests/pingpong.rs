@@ -112,13 +112,7 @@ fn pingpong_against_itself_over_af_packet_between_namespaces() {
         return;
     }
     let veth = VethPair::new("pp", 9000);
-    for (side, addr) in ["10.99.0.1/24", "10.99.0.2/24"].iter().enumerate() {
-        let st = Command::new("ip")
-            .args(["-n", &veth.ns[side], "addr", "add", addr, "dev", "veth0"])
-            .status()
-            .unwrap();
-        assert!(st.success(), "ip addr add {addr}");
-    }
+    veth.kernel_addrs(["10.99.0.1/24", "10.99.0.2/24"]);
     let dir = TempDir::new();
     let a = dir.write("a.toml", &af_packet_config("198.18.0.1"));
     let b = dir.write("b.toml", &af_packet_config("198.18.0.2"));

@@ -5,7 +5,6 @@
 //! the second port's frames are recorded to a pcap that is then decoded
 //! (every RoCE frame well formed, every ICRC good).
 
-use crate::backend::capture::Capture;
 use crate::backend::Backend;
 use crate::config::ToolsConfig;
 use crate::decode::{Decoder, Totals};
@@ -182,12 +181,7 @@ where
     let client = Role::Client("127.0.0.1".parse().expect("an address"));
     let (client_runs, frames) = match &pcap {
         Some(path) => {
-            let w = crate::pcap::create(path, crate::pcap::Precision::Nano)?;
-            let unix = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)?
-                .as_nanos() as u64;
-            let epoch = unix.saturating_sub(clock.now().as_nanos());
-            let cap = Capture::new(b.queue, clock, w, epoch);
+            let cap = super::recorder(b.queue, clock, path)?;
             let mut ctx = Context::open(cap, Box::new(clock), cb)?;
             let runs = run_all(&mut ctx, &client, &ports, cfg, mtu);
             let (_, n) = ctx.close(crate::time::Duration::from_millis(50)).finish()?;

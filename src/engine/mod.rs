@@ -318,6 +318,21 @@ pub fn io_loop_with<B: Backend>(
     received
 }
 
+/// A pcap recorder around `port` writing every frame to `path` (classic
+/// pcap, nanoseconds), its timestamps `clock`'s placed on the wall clock.
+pub fn recorder<B: Backend, C: Clock>(
+    port: B,
+    clock: C,
+    path: &std::path::Path,
+) -> anyhow::Result<crate::backend::capture::Capture<B, C, std::io::BufWriter<std::fs::File>>> {
+    let w = crate::pcap::create(path, crate::pcap::Precision::Nano)?;
+    let unix = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_nanos() as u64;
+    let epoch = unix.saturating_sub(clock.now().as_nanos());
+    Ok(crate::backend::capture::Capture::new(port, clock, w, epoch))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,7 +14,7 @@
 //! `done`. The peer's MAC comes from ARP (the verbs context resolves the
 //! GID's address when the QP moves to RTR).
 
-use super::exchange::Channel;
+use super::exchange::{random_psn, Channel};
 use crate::backend::Backend;
 use crate::oob::{ip_of, pingpong};
 use crate::time::Duration;
@@ -119,18 +119,6 @@ pub fn address_line(which: &str, d: &pingpong::Dest) -> String {
     )
 }
 
-/// A pseudo-random 24-bit PSN (`lrand48() & 0xffffff` in the C tool).
-fn random_psn() -> u32 {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    let mut x = t ^ (std::process::id() as u64) << 32;
-    x ^= x >> 33;
-    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    x ^= x >> 33;
-    (x as u32) & 0xFF_FFFF
-}
-
 /// Runs one end on `ctx`, printing the address lines to `out`; the
 /// caller prints the report.
 pub fn run<B: Backend>(
@@ -159,7 +147,7 @@ pub fn run<B: Backend>(
     let local = pingpong::Dest {
         lid: 0,
         qpn: qp.num(),
-        psn: random_psn(),
+        psn: random_psn(0),
         gid: gid.gid,
     };
     let params = ConnectParams {

@@ -4,12 +4,10 @@
 //! asked, and leave the link up a moment at the end for the peer's last
 //! frames.
 
-use crate::backend::capture::Capture;
 use crate::backend::Backend;
 use crate::config::Config;
 use crate::dpdk::{self, TscClock};
 use crate::engine::datapath::Datapath;
-use crate::time::Clock;
 use crate::verbs::{Context, ContextConfig};
 use crate::wire::MacAddr;
 use anyhow::Result;
@@ -47,10 +45,17 @@ pub fn on_port<W: OnContext>(
     if let Some(core) = pc.core {
         dpdk::lcore::pin_current_thread(core)?;
     }
+    // A shared-memory or kernel link may take a moment to come up; frames
+    // sent before are lost (the first ARP request, say).
+    let link = p.wait_link_up(std::time::Duration::from_secs(10))?;
+    if !link.up {
+        log::warn!("port {name}: the link is not up yet; going on");
+    }
     let mac = MacAddr(p.mac()?.0);
     let mut cc = ContextConfig::new(mac, pc.ip.into());
     cc.max_frame = max_frame(cfg, p);
     cc.region_alloc = super::memory::hugepage_region;
+    cc.resolve_timeout = crate::time::Duration::from_secs(10);
     cc.vlan = pc.vlan();
     let q = dp.queue(name)?;
     let (out, frames) = match pcap {
@@ -61,12 +66,7 @@ pub fn on_port<W: OnContext>(
             (out, None)
         }
         Some(path) => {
-            let w = crate::pcap::create(path, crate::pcap::Precision::Nano)?;
-            let unix = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)?
-                .as_nanos() as u64;
-            let epoch = unix.saturating_sub(clock.now().as_nanos());
-            let cap = Capture::new(q, clock, w, epoch);
+            let cap = super::recorder(q, clock, path)?;
             let mut ctx = Context::open(cap, Box::new(clock), cc)?;
             let out = work.run(&mut ctx);
             let (_, n) = ctx

@@ -167,7 +167,7 @@ fn ip_ok(args: &[&str]) {
 pub fn memif_config(socket: &str, role: &str, ip: &str) -> String {
     format!(
         "[eal]\nhugepages = \"off\"\nmemory_mb = 256\n\n\
-         [[port]]\nname = \"m\"\ndevice = \"net_memif0,role={role},id=0,bsize=8192,socket={socket}\"\nip = \"{ip}\"\n"
+         [[port]]\nname = \"m\"\ndevice = \"net_memif0,role={role},id=0,bsize=8192,socket={socket},socket-abstract=no\"\nip = \"{ip}\"\n"
     )
 }
 
@@ -227,6 +227,14 @@ impl VethPair {
                 .output();
         }
         pair
+    }
+
+    /// Gives each side's kernel an address on `veth0` (for a TCP
+    /// exchange beside ferroce's own RoCE addresses on the same link).
+    pub fn kernel_addrs(&self, addrs: [&str; 2]) {
+        for (n, a) in self.ns.iter().zip(addrs) {
+            ip_ok(&["-n", n, "addr", "add", a, "dev", "veth0"]);
+        }
     }
 
     /// `ip netns exec NS ferroce ARGS`

@@ -32,7 +32,7 @@ pub mod report;
 mod run;
 
 use crate::backend::Backend;
-use crate::engine::exchange::Channel;
+use crate::engine::exchange::{random_psn, Channel};
 use crate::engine::pingpong::Role;
 use crate::oob::perftest::Keys;
 use crate::time::Duration;
@@ -386,18 +386,6 @@ impl Setup {
     }
 }
 
-/// A random 24-bit PSN (`lrand48() & 0xffffff`).
-fn random_psn(salt: u32) -> u32 {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    let mut x = t ^ ((std::process::id() as u64) << 32) ^ ((salt as u64) << 13);
-    x ^= x >> 33;
-    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    x ^= x >> 33;
-    (x as u32) & 0xFF_FFFF
-}
-
 /// Runs one end of `opts.test` on `ctx`, printing as perftest does.
 pub fn run<B: Backend>(
     ctx: &mut Context<B>,
@@ -573,7 +561,7 @@ pub fn run<B: Backend>(
         }
         (Test::WriteLat, _) => {
             writeln!(out, "{}", LatReport::HEADER)?;
-            let r = run::write_lat(ctx, &s, limit, &mut errors, &mut bad)?;
+            let r = run::write_lat(ctx, &s, limit, &mut errors)?;
             writeln!(out, "{}", r.row())?;
             writeln!(out, "{}", report::RESULT_LINE)?;
             Outcome::Lat(r)

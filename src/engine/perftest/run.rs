@@ -299,21 +299,66 @@ pub fn send_bw_server<B: Backend>(
     ))
 }
 
-/// Drives `ctx` until a completion on `cq` arrives; returns it.
-fn one_completion<B: Backend>(
-    ctx: &mut Context<B>,
-    cq: &crate::verbs::Cq,
-    watch: &mut Watch,
-    what: &dyn Fn() -> String,
-    wcs: &mut Vec<Wc>,
-) -> Result<Wc> {
-    loop {
-        wcs.clear();
-        if ctx.poll_cq(cq, 1, wcs)? == 1 {
-            watch.moved(ctx.now());
-            return Ok(wcs[0]);
+/// What a latency loop keeps: the post times, the watch on progress, a
+/// completion buffer, and QP 0's local buffer.
+struct Lat {
+    posted: Vec<u64>,
+    watch: Watch,
+    wcs: Vec<Wc>,
+    sge: crate::verbs::Sge,
+}
+
+impl Lat {
+    fn new<B: Backend>(ctx: &Context<B>, s: &Setup, limit: Duration) -> Lat {
+        Lat {
+            posted: Vec::with_capacity(s.p.iters as usize),
+            watch: Watch::new(ctx, limit),
+            wcs: Vec::with_capacity(1),
+            sge: s
+                .mr
+                .sge(s.local_off(0) as usize, s.p.size as u32)
+                .expect("the local slot is inside the region"),
         }
-        watch.check(ctx.now(), what)?;
+    }
+
+    /// Posts `op` of the whole message on QP 0, noting when.
+    fn post<B: Backend>(
+        &mut self,
+        ctx: &mut Context<B>,
+        s: &Setup,
+        id: u64,
+        op: SendOp,
+    ) -> Result<()> {
+        self.posted.push(ctx.now().as_nanos());
+        let wr = SendWr::new(id, op, Payload::Sges(vec![self.sge]));
+        Ok(ctx.post_send(&s.qps[0], wr)?)
+    }
+
+    /// Drives `ctx` until a completion on `cq` arrives; fails on an error
+    /// one or after `limit` without any.
+    fn complete<B: Backend>(
+        &mut self,
+        ctx: &mut Context<B>,
+        cq: &crate::verbs::Cq,
+        errors: &mut u64,
+        what: &dyn Fn() -> String,
+    ) -> Result<Wc> {
+        loop {
+            self.wcs.clear();
+            if ctx.poll_cq(cq, 1, &mut self.wcs)? == 1 {
+                self.watch.moved(ctx.now());
+                let wc = self.wcs[0];
+                check(&wc, errors)?;
+                return Ok(wc);
+            }
+            self.watch.check(ctx.now(), what)?;
+        }
+    }
+
+    /// The statistics, `rtt_factor` messages per gap between posts.
+    fn report(&self, s: &Setup, rtt_factor: f64) -> Result<LatReport> {
+        LatReport::from_posts(s.p.size, &self.posted, rtt_factor)
+            .ok_or_else(|| anyhow::anyhow!("too few iterations"))
     }
 }
 
@@ -324,30 +369,28 @@ pub fn write_lat<B: Backend>(
     s: &Setup,
     limit: Duration,
     errors: &mut u64,
-    _bad: &mut u64,
 ) -> Result<LatReport> {
     let p = &s.p;
     let size = p.size as usize;
     let post_off = s.local_off(0) as usize + size - 1;
     let poll_off = s.published_off(0) as usize + size - 1;
     let (mut scnt, mut rcnt, mut ccnt) = (0u64, 0u64, 0u64);
-    let mut posted = Vec::with_capacity(p.iters as usize);
-    let mut watch = Watch::new(ctx, limit);
-    let mut wcs = Vec::with_capacity(1);
-    let sge =
-        s.mr.sge(s.local_off(0) as usize, p.size as u32)
-            .expect("slot");
+    let mut lat = Lat::new(ctx, s, limit);
+    let write = SendOp::Write {
+        remote_addr: s.remote[0].vaddr,
+        rkey: s.remote[0].rkey,
+    };
     while scnt < p.iters || rcnt < p.iters || ccnt < p.iters {
         if rcnt < p.iters && !(s.server && scnt == 0) {
             rcnt += 1;
             let want = rcnt as u8;
             loop {
                 if ctx.mr(&s.mr)?[poll_off] == want {
-                    watch.moved(ctx.now());
+                    lat.watch.moved(ctx.now());
                     break;
                 }
                 ctx.progress();
-                watch.check(ctx.now(), &|| {
+                lat.watch.check(ctx.now(), &|| {
                     format!("no WRITE {rcnt} of {} from the peer", p.iters)
                 })?;
             }
@@ -355,26 +398,14 @@ pub fn write_lat<B: Backend>(
         if scnt < p.iters {
             scnt += 1;
             ctx.mr_mut(&s.mr)?[post_off] = scnt as u8;
-            let op = SendOp::Write {
-                remote_addr: s.remote[0].vaddr,
-                rkey: s.remote[0].rkey,
-            };
-            posted.push(ctx.now().as_nanos());
-            ctx.post_send(&s.qps[0], SendWr::new(scnt, op, Payload::Sges(vec![sge])))?;
+            lat.post(ctx, s, scnt, write)?;
         }
         if ccnt < p.iters {
-            let wc = one_completion(
-                ctx,
-                &s.scq,
-                &mut watch,
-                &|| "no ACK of our WRITE".into(),
-                &mut wcs,
-            )?;
-            check(&wc, errors)?;
+            lat.complete(ctx, &s.scq, errors, &|| "no ACK of our WRITE".into())?;
             ccnt += 1;
         }
     }
-    LatReport::from_posts(p.size, &posted, 2.0).ok_or_else(|| anyhow::anyhow!("too few iterations"))
+    lat.report(s, 2.0)
 }
 
 /// read-lat: one READ at a time from the peer's slot.
@@ -384,30 +415,18 @@ pub fn read_lat<B: Backend>(
     limit: Duration,
     errors: &mut u64,
 ) -> Result<LatReport> {
-    let p = &s.p;
-    let mut posted = Vec::with_capacity(p.iters as usize);
-    let mut watch = Watch::new(ctx, limit);
-    let mut wcs = Vec::with_capacity(1);
-    let sge =
-        s.mr.sge(s.local_off(0) as usize, p.size as u32)
-            .expect("slot");
-    for k in 0..p.iters {
-        let op = SendOp::Read {
-            remote_addr: s.remote[0].vaddr,
-            rkey: s.remote[0].rkey,
-        };
-        posted.push(ctx.now().as_nanos());
-        ctx.post_send(&s.qps[0], SendWr::new(k, op, Payload::Sges(vec![sge])))?;
-        let wc = one_completion(
-            ctx,
-            &s.scq,
-            &mut watch,
-            &|| format!("READ {k} did not complete"),
-            &mut wcs,
-        )?;
-        check(&wc, errors)?;
+    let mut lat = Lat::new(ctx, s, limit);
+    let read = SendOp::Read {
+        remote_addr: s.remote[0].vaddr,
+        rkey: s.remote[0].rkey,
+    };
+    for k in 0..s.p.iters {
+        lat.post(ctx, s, k, read)?;
+        lat.complete(ctx, &s.scq, errors, &|| {
+            format!("READ {k} did not complete")
+        })?;
     }
-    LatReport::from_posts(p.size, &posted, 1.0).ok_or_else(|| anyhow::anyhow!("too few iterations"))
+    lat.report(s, 1.0)
 }
 
 /// send-lat: SENDs back and forth, the client first; each side re-posts
@@ -422,22 +441,12 @@ pub fn send_lat<B: Backend>(
     let p = &s.p;
     let (mut scnt, mut rcnt) = (0u64, 0u64);
     let depth = initial_recvs(s);
-    let mut posted = Vec::with_capacity(p.iters as usize);
-    let mut watch = Watch::new(ctx, limit);
-    let mut wcs = Vec::with_capacity(1);
-    let sge =
-        s.mr.sge(s.local_off(0) as usize, p.size as u32)
-            .expect("slot");
+    let mut lat = Lat::new(ctx, s, limit);
     while scnt < p.iters || rcnt < p.iters {
         if rcnt < p.iters && (s.server || scnt > 0) {
-            let wc = one_completion(
-                ctx,
-                &s.rcq,
-                &mut watch,
-                &|| format!("no SEND {} from the peer", rcnt + 1),
-                &mut wcs,
-            )?;
-            check(&wc, errors)?;
+            let wc = lat.complete(ctx, &s.rcq, errors, &|| {
+                format!("no SEND {} from the peer", rcnt + 1)
+            })?;
             if wc.byte_len as u64 != p.size {
                 *bad += 1;
             }
@@ -448,20 +457,9 @@ pub fn send_lat<B: Backend>(
         }
         if scnt < p.iters {
             scnt += 1;
-            posted.push(ctx.now().as_nanos());
-            ctx.post_send(
-                &s.qps[0],
-                SendWr::new(scnt, SendOp::Send, Payload::Sges(vec![sge])),
-            )?;
-            let wc = one_completion(
-                ctx,
-                &s.scq,
-                &mut watch,
-                &|| "no ACK of our SEND".into(),
-                &mut wcs,
-            )?;
-            check(&wc, errors)?;
+            lat.post(ctx, s, scnt, SendOp::Send)?;
+            lat.complete(ctx, &s.scq, errors, &|| "no ACK of our SEND".into())?;
         }
     }
-    LatReport::from_posts(p.size, &posted, 2.0).ok_or_else(|| anyhow::anyhow!("too few iterations"))
+    lat.report(s, 2.0)
 }
