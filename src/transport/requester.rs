@@ -66,7 +66,9 @@ pub(crate) fn packets(len: u32, mtu: u32) -> u32 {
 pub struct QpConfig {
     /// Set AckReq at least every this many packets (rxe: 64).
     pub ack_req_every: u32,
-    /// Most request PSNs outstanding at once.
+    /// Most request PSNs outstanding at once (rxe: 128,
+    /// `RXE_MAX_UNACKED_PSNS`; a slow peer drops what a larger window
+    /// floods it with, and go-back-N resends the whole window).
     pub max_inflight: u32,
     /// The responder also ACKs every this many packets without AckReq
     /// (0: only when AckReq is set, like rxe).
@@ -77,7 +79,7 @@ impl Default for QpConfig {
     fn default() -> QpConfig {
         QpConfig {
             ack_req_every: 64,
-            max_inflight: 1024,
+            max_inflight: 128,
             ack_every: 0,
         }
     }
