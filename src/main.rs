@@ -111,9 +111,10 @@ enum Cmd {
     Sim(SimArgs),
 }
 
-/// perftest's options (same letters), plus the port and what to record.
+/// Where an interop tool runs and what it records.
 #[derive(clap::Args, Clone)]
-struct PerftestArgs {
+struct ToolPort {
+    /// The config file: EAL, mempool and ports (see configs/).
     #[arg(long)]
     config: PathBuf,
     /// The [[port]] to use (its ip is our GID).
@@ -122,6 +123,31 @@ struct PerftestArgs {
     /// TCP port of the exchange.
     #[arg(short = 'p', long = "tcp-port", default_value_t = 18515)]
     tcp_port: u16,
+    /// Print the QPs' counters at the end.
+    #[arg(long)]
+    stats: bool,
+    /// Record every frame sent and received on the port (classic pcap,
+    /// nanosecond timestamps); `ferroce decode` or Wireshark reads it.
+    #[arg(long)]
+    pcap: Option<PathBuf>,
+}
+
+impl ToolPort {
+    /// The config, checked to have the port.
+    fn config(&self) -> Result<Config> {
+        let cfg = Config::load(&self.config)?;
+        if cfg.port(&self.port).is_none() {
+            bail!("the config has no port named {:?}", self.port);
+        }
+        Ok(cfg)
+    }
+}
+
+/// perftest's options (same letters), plus the port and what to record.
+#[derive(clap::Args, Clone)]
+struct PerftestArgs {
+    #[command(flatten)]
+    at: ToolPort,
     /// Bytes per message (default 65536 for bandwidth, 2 for latency).
     #[arg(short = 's', long)]
     size: Option<u64>,
@@ -163,13 +189,6 @@ struct PerftestArgs {
     /// Give up after this many milliseconds without progress.
     #[arg(long, default_value_t = 60_000)]
     timeout_ms: u64,
-    /// Print the QPs' counters at the end.
-    #[arg(long)]
-    stats: bool,
-    /// Record every frame sent and received on the port (classic pcap,
-    /// nanosecond timestamps); `ferroce decode` or Wireshark reads it.
-    #[arg(long)]
-    pcap: Option<PathBuf>,
     /// The server's address (TCP); without it we are the server.
     server: Option<std::net::IpAddr>,
 }
@@ -199,9 +218,9 @@ impl PerftestArgs {
             cq_mod: self.cq_mod,
             atomic: self.atomic,
             report_gbits: self.report_gbits,
-            tcp_port: self.tcp_port,
+            tcp_port: self.at.tcp_port,
             timeout: std::time::Duration::from_millis(self.timeout_ms),
-            device: format!("ferroce:{}", self.port),
+            device: format!("ferroce:{}", self.at.port),
         })
     }
 }
@@ -225,14 +244,8 @@ impl Cmd {
 
 #[derive(clap::Args)]
 struct PingpongArgs {
-    #[arg(long)]
-    config: PathBuf,
-    /// The [[port]] to use (its ip is our GID).
-    #[arg(long)]
-    port: String,
-    /// TCP port of the exchange.
-    #[arg(short = 'p', long = "tcp-port", default_value_t = 18515)]
-    tcp_port: u16,
+    #[command(flatten)]
+    at: ToolPort,
     /// Bytes per message.
     #[arg(short = 's', long, default_value_t = 4096)]
     size: u32,
@@ -251,13 +264,6 @@ struct PingpongArgs {
     /// Give up after this many milliseconds (the exchange and the run).
     #[arg(long, default_value_t = 30_000)]
     timeout_ms: u64,
-    /// Print the QP's counters at the end.
-    #[arg(long)]
-    stats: bool,
-    /// Record every frame sent and received on the port (classic pcap,
-    /// nanosecond timestamps); `ferroce decode` or Wireshark reads it.
-    #[arg(long)]
-    pcap: Option<PathBuf>,
     /// The server's address (TCP); without it we are the server.
     server: Option<std::net::IpAddr>,
 }
@@ -494,10 +500,7 @@ fn run(cmd: Cmd) -> Result<bool> {
             peer_mac.map(|m| parse_mac(&m)).transpose()?;
         }
         Cmd::Pingpong(a) => {
-            let cfg = Config::load(&a.config)?;
-            if cfg.port(&a.port).is_none() {
-                bail!("the config has no port named {:?}", a.port);
-            }
+            a.at.config()?;
         }
         Cmd::WriteBw(_)
         | Cmd::ReadBw(_)
@@ -508,10 +511,7 @@ fn run(cmd: Cmd) -> Result<bool> {
         | Cmd::SendLat(_) => {
             let (t, a) = cmd.perftest().expect("a perftest command");
             ferroce::engine::perftest::Params::from_opts(&a.opts(t)?)?;
-            let cfg = Config::load(&a.config)?;
-            if cfg.port(&a.port).is_none() {
-                bail!("the config has no port named {:?}", a.port);
-            }
+            a.at.config()?;
         }
         Cmd::Decode { .. }
         | Cmd::Sim(_)
@@ -1081,7 +1081,7 @@ mod cmd {
                 pingpong::run(ctx, &self.role, self.opts, &mut std::io::stdout())
             }
         }
-        let cfg = Config::load(&a.config)?;
+        let cfg = a.at.config()?;
         let mtu = ferroce::transport::Mtu::from_bytes(a.mtu)
             .with_context(|| format!("-m {}: not 256, 512, 1024, 2048 or 4096", a.mtu))?;
         let opts = PingpongOpts {
@@ -1089,7 +1089,7 @@ mod cmd {
             iters: a.iters,
             mtu,
             rx_depth: a.rx_depth,
-            tcp_port: a.tcp_port,
+            tcp_port: a.at.tcp_port,
             gid_index: a.gid_idx.unwrap_or(0),
             timeout: std::time::Duration::from_millis(a.timeout_ms),
         };
@@ -1098,12 +1098,12 @@ mod cmd {
             None => Role::Server,
         };
         let work = Work { opts: &opts, role };
-        let (r, frames) = on_port(&cfg, &a.port, a.pcap.as_deref(), work)?;
-        if let (Some(n), Some(path)) = (frames, &a.pcap) {
+        let (r, frames) = on_port(&cfg, &a.at.port, a.at.pcap.as_deref(), work)?;
+        if let (Some(n), Some(path)) = (frames, &a.at.pcap) {
             println!("  pcap: {n} frames written to {}", path.display());
         }
         r.print(&opts, &mut std::io::stdout())?;
-        if a.stats {
+        if a.at.stats {
             println!("  counters: {}", r.counters);
         }
         if r.bad_payloads > 0 {
@@ -1133,7 +1133,7 @@ mod cmd {
                 perftest::run(ctx, &self.role, &self.opts, self.out)
             }
         }
-        let cfg = Config::load(&a.config)?;
+        let cfg = a.at.config()?;
         let opts = a.opts(test)?;
         let role = match a.server {
             Some(ip) => Role::Client(ip),
@@ -1145,11 +1145,11 @@ mod cmd {
             role,
             out: &mut out,
         };
-        let (r, frames) = on_port(&cfg, &a.port, a.pcap.as_deref(), work)?;
-        if let (Some(n), Some(path)) = (frames, &a.pcap) {
+        let (r, frames) = on_port(&cfg, &a.at.port, a.at.pcap.as_deref(), work)?;
+        if let (Some(n), Some(path)) = (frames, &a.at.pcap) {
             println!(" pcap: {n} frames written to {}", path.display());
         }
-        if a.stats {
+        if a.at.stats {
             println!(" counters: {}", r.counters);
         }
         if r.bad_payloads > 0 {
