@@ -72,6 +72,9 @@ pub struct ToolsConfig {
     pub pcap: String,
     /// Give up on a tool after this many milliseconds without progress.
     pub timeout_ms: u64,
+    /// The first of the five TCP ports of the exchanges when the two ends
+    /// are two processes (`ferroce demo` on a one-port config).
+    pub tcp_port: u16,
 }
 
 impl Default for ToolsConfig {
@@ -82,6 +85,7 @@ impl Default for ToolsConfig {
             mtu: 4096,
             pcap: "ferroce-demo.pcap".into(),
             timeout_ms: 30_000,
+            tcp_port: 18515,
         }
     }
 }

@@ -31,6 +31,11 @@ enum Cmd {
         /// Payload bytes per probe (overrides [linktest] payload).
         #[arg(long)]
         payload: Option<usize>,
+        /// With a one-port config (e.g. net_memif): this process is the
+        /// client end of the tools, the server end at this address (TCP).
+        /// Without it, a one-port config's process is the server end.
+        #[arg(long)]
+        peer: Option<std::net::IpAddr>,
     },
     /// One end of a link test between two processes or hosts.
     Linktest {
@@ -529,8 +534,15 @@ fn run(cmd: Cmd) -> Result<bool> {
             config,
             count,
             payload,
+            peer,
         } => {
             let mut cfg = load(&config)?;
+            if cfg.ports.len() == 1 {
+                return cmd::demo_one_end(&cfg, peer);
+            }
+            if peer.is_some() {
+                bail!("--peer is for a config with one port (one end of the demo per process)");
+            }
             if let Some(c) = count {
                 cfg.linktest.count = c;
             }
@@ -918,6 +930,48 @@ mod cmd {
             }
         }
         ok
+    }
+
+    /// The demo's tools with one end in this process and the other in
+    /// another (two processes over net_memif, say).
+    pub fn demo_one_end(cfg: &Config, peer: Option<std::net::IpAddr>) -> Result<bool> {
+        use ferroce::engine::demo::{run_tools_one_end, End};
+        let name = cfg.ports[0].name.clone();
+        let dp = Datapath::open(cfg, &[name.as_str()])?;
+        let clock = TscClock::new(&dp.eal);
+        let (pc, p) = dp.port(&name)?;
+        if let Some(core) = pc.core {
+            dpdk::lcore::pin_current_thread(core)?;
+        }
+        println!(
+            "ferroce demo: DPDK {}, one end on {} ({}), the {} end of the tools",
+            dpdk::DPDK_VERSION,
+            name,
+            pc.device,
+            if peer.is_some() { "client" } else { "server" }
+        );
+        let link = p.wait_link_up(std::time::Duration::from_secs(10))?;
+        if !link.up {
+            log::warn!("port {name}: the link is not up yet; going on");
+        }
+        let end = End {
+            queue: dp.queue(&name)?,
+            mac: ferroce::wire::MacAddr(p.mac()?.0),
+            ip: pc.ip,
+            max_frame: ferroce::engine::tool::max_frame(cfg, p),
+        };
+        let mut out = std::io::stdout();
+        let ok = run_tools_one_end(
+            end,
+            clock,
+            &cfg.tools,
+            peer,
+            ferroce::engine::memory::hugepage_region,
+            &mut out,
+        )?;
+        let _ = p.wait_link_down(std::time::Duration::from_millis(300));
+        println!("demo {}", if ok { "OK" } else { "FAILED" });
+        Ok(ok)
     }
 
     pub fn demo(cfg: &Config) -> Result<bool> {

@@ -166,3 +166,69 @@ fn every_tool_against_itself_over_af_packet_between_namespaces() {
         check(c, &srv, &cli, &pcap);
     }
 }
+
+/// `ferroce demo` with one end per process: a one-port config makes the
+/// process one end of the demo's tools (the server, or the client with
+/// `--peer`), over net_memif.
+#[test]
+fn the_demo_in_two_processes_over_memif() {
+    let dir = TempDir::new();
+    let sock = dir.path().join("memif.sock").display().to_string();
+    let pcap = dir.path().join("demo.pcap");
+    let tools = |port: u32| {
+        format!(
+            "\n[tools]\niters = 100\npcap = \"{}\"\ntcp_port = {port}\n",
+            pcap.display()
+        )
+    };
+    let port = 24000 + std::process::id() % 20000;
+    let server = dir.write(
+        "server.toml",
+        &(memif_config(&sock, "server", "198.18.0.1") + &tools(port)),
+    );
+    let client = dir.write(
+        "client.toml",
+        &(memif_config(&sock, "client", "198.18.0.2") + &tools(port)),
+    );
+    let mut s = Command::new(ferroce());
+    s.args(["demo", "--config", server.to_str().unwrap()]);
+    let srv = spawn(&mut s, Duration::from_secs(120));
+    let t = std::time::Instant::now();
+    while !Path::new(&sock).exists() && t.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let mut k = Command::new(ferroce());
+    k.args([
+        "demo",
+        "--config",
+        client.to_str().unwrap(),
+        "--peer",
+        "127.0.0.1",
+    ]);
+    let cli = spawn(&mut k, Duration::from_secs(120)).wait();
+    let srv = srv.wait();
+    assert!(cli.ok(), "client:\n{}", cli.all());
+    assert!(srv.ok(), "server:\n{}", srv.all());
+    for name in ["pingpong", "write-bw", "read-bw", "send-lat", "atomic-bw"] {
+        assert!(
+            cli.stdout
+                .contains(&format!("== {name} (this end the client)")),
+            "{}",
+            cli.all()
+        );
+        assert!(
+            srv.stdout.contains(&format!("== {name} (this end serves)")),
+            "{}",
+            srv.all()
+        );
+    }
+    assert!(
+        cli.stdout.contains(" 0 icrc bad, 0 malformed"),
+        "{}",
+        cli.all()
+    );
+    assert!(cli.stdout.ends_with("demo OK\n") && srv.stdout.ends_with("demo OK\n"));
+    let d = run(&["decode", pcap.to_str().unwrap()], Duration::from_secs(60));
+    assert!(d.ok(), "decode:\n{}", d.all());
+}

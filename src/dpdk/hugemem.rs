@@ -36,10 +36,14 @@ impl HugeMem {
         }
         let page = 4096;
         let map_len = len.div_ceil(page) * page;
-        log::info!(
-            "no free hugepages for a {len}-byte region ({}): using normal pages",
-            std::io::Error::last_os_error()
-        );
+        // Said once per process: a tool registers several regions.
+        static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            log::info!(
+                "no free hugepages for a {len}-byte region ({}): using normal pages (said once)",
+                std::io::Error::last_os_error()
+            );
+        }
         let ptr = map(map_len, 0).ok_or_else(|| {
             Error::Memory(format!(
                 "mmap of {map_len} bytes: {}",

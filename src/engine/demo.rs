@@ -107,6 +107,113 @@ fn run_all<B: Backend>(
         .collect()
 }
 
+/// Prints one tool's output and counters (`peer`: the other end's, when
+/// this process ran it); whether both ends verified.
+fn print_run(
+    tool: Tool,
+    roles: &str,
+    run: &Ran,
+    peer: Option<&Ran>,
+    out: &mut dyn Write,
+) -> Result<bool> {
+    let name = match tool {
+        Tool::Pingpong => "pingpong",
+        Tool::Perftest(t) => t.name(),
+    };
+    writeln!(out, "\n  == {name} ({roles}) ==")?;
+    for line in run.text.lines() {
+        writeln!(out, "  {line}")?;
+    }
+    let ok = run.ok && peer.map_or(true, |p| p.ok);
+    match peer {
+        Some(p) => {
+            writeln!(out, "  counters b: {}", run.counters)?;
+            writeln!(out, "  counters a: {}", p.counters)?;
+        }
+        None => writeln!(out, "  counters: {}", run.counters)?,
+    }
+    if !ok {
+        writeln!(out, "  FAILED: {name} did not verify")?;
+    }
+    Ok(ok)
+}
+
+/// Decodes the recorded frames and says so; whether they are all well
+/// formed.
+fn check_pcap(path: &Path, frames: u64, out: &mut dyn Write) -> Result<bool> {
+    let t = decode_file(path)?;
+    writeln!(
+        out,
+        "\n  pcap: {frames} frames in {} (decode: {}; `ferroce decode {}` lists them)",
+        path.display(),
+        t.line(),
+        path.display()
+    )?;
+    if !t.clean() || t.roce == 0 {
+        writeln!(
+            out,
+            "  FAILED: the recorded RoCE frames are not all well formed"
+        )?;
+        return Ok(false);
+    }
+    Ok(true)
+}
+
+/// One end of the demo's tools in this process, the other end in another
+/// process (e.g. over net_memif): the server without `peer`, else the
+/// client, which records its frames (`cfg.pcap`). The tools use TCP
+/// ports `cfg.tcp_port` and the four above it.
+pub fn run_tools_one_end<B: Backend, C: Clock + Copy + Send + 'static>(
+    end: End<B>,
+    clock: C,
+    cfg: &ToolsConfig,
+    peer: Option<core::net::IpAddr>,
+    region_alloc: crate::verbs::RegionAlloc,
+    out: &mut dyn Write,
+) -> Result<bool> {
+    let mtu = Mtu::from_bytes(cfg.mtu).context("tools.mtu: not 256, 512, 1024, 2048 or 4096")?;
+    let mut cc = ContextConfig::new(end.mac, end.ip.into());
+    cc.max_frame = end.max_frame;
+    cc.region_alloc = region_alloc;
+    cc.resolve_timeout = crate::time::Duration::from_secs(10);
+    let ports: Vec<u16> = (0..TOOLS.len() as u16).map(|i| cfg.tcp_port + i).collect();
+    let role = match peer {
+        Some(ip) => Role::Client(ip),
+        None => Role::Server,
+    };
+    let pcap = (peer.is_some() && !cfg.pcap.is_empty()).then(|| Path::new(&cfg.pcap).to_path_buf());
+    let (runs, frames) = match &pcap {
+        Some(path) => {
+            let cap = super::recorder(end.queue, clock, path)?;
+            let mut ctx = Context::open(cap, Box::new(clock), cc)?;
+            let mtu = mtu.min(ctx.query_port().active_mtu);
+            let runs = run_all(&mut ctx, &role, &ports, cfg, mtu);
+            let (_, n) = ctx.close(crate::time::Duration::from_millis(50)).finish()?;
+            (runs?, Some(n))
+        }
+        None => {
+            let mut ctx = Context::open(end.queue, Box::new(clock), cc)?;
+            let mtu = mtu.min(ctx.query_port().active_mtu);
+            let runs = run_all(&mut ctx, &role, &ports, cfg, mtu);
+            drop(ctx.close(crate::time::Duration::from_millis(50)));
+            (runs?, None)
+        }
+    };
+    let roles = if peer.is_some() {
+        "this end the client"
+    } else {
+        "this end serves"
+    };
+    let mut ok = true;
+    for (tool, r) in TOOLS.iter().zip(&runs) {
+        ok &= print_run(*tool, roles, r, None, out)?;
+    }
+    if let (Some(path), Some(n)) = (&pcap, frames) {
+        ok &= check_pcap(path, n, out)?;
+    }
+    Ok(ok)
+}
+
 /// Decodes a pcap: the totals over its frames.
 pub fn decode_file(path: &Path) -> Result<Totals> {
     let mut r = crate::pcap::open(path).with_context(|| format!("{}", path.display()))?;
@@ -205,37 +312,10 @@ where
     };
     let mut ok = true;
     for ((tool, c), s) in TOOLS.iter().zip(&client_runs).zip(&server_runs) {
-        let name = match tool {
-            Tool::Pingpong => "pingpong",
-            Tool::Perftest(t) => t.name(),
-        };
-        writeln!(out, "\n  == {name} (client b; a serves) ==")?;
-        for line in c.text.lines() {
-            writeln!(out, "  {line}")?;
-        }
-        writeln!(out, "  counters b: {}", c.counters)?;
-        writeln!(out, "  counters a: {}", s.counters)?;
-        ok &= c.ok && s.ok;
-        if !(c.ok && s.ok) {
-            writeln!(out, "  FAILED: {name} did not verify")?;
-        }
+        ok &= print_run(*tool, "client b; a serves", c, Some(s), out)?;
     }
     if let (Some(path), Some(n)) = (&pcap, frames) {
-        let t = decode_file(path)?;
-        writeln!(
-            out,
-            "\n  pcap: {n} frames in {} (decode: {}; `ferroce decode {}` lists them)",
-            path.display(),
-            t.line(),
-            path.display()
-        )?;
-        if !t.clean() || t.roce == 0 {
-            writeln!(
-                out,
-                "  FAILED: the recorded RoCE frames are not all well formed"
-            )?;
-            ok = false;
-        }
+        ok &= check_pcap(path, n, out)?;
     }
     Ok(ok)
 }
