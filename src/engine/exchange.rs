@@ -44,18 +44,18 @@ pub fn until<B: Backend, T>(
     what: &str,
     mut step: impl FnMut() -> Result<Option<T>>,
 ) -> Result<T> {
-    let end = ctx.now() + limit;
-    loop {
-        if let Some(v) = step()? {
-            return Ok(v);
+    let mut got = None;
+    ctx.progress_until(limit, |_| match step() {
+        Ok(None) => false,
+        r => {
+            got = Some(r);
+            true
         }
-        if ctx.now() > end {
-            bail!("{what} in {limit}");
-        }
-        let st = ctx.progress();
-        if st.rx == 0 && st.tx == 0 {
-            std::thread::yield_now();
-        }
+    });
+    match got {
+        Some(Ok(Some(v))) => Ok(v),
+        Some(Err(e)) => Err(e),
+        _ => bail!("{what} in {limit}"),
     }
 }
 

@@ -459,19 +459,7 @@ impl<B: Backend> Context<B> {
     /// Returns whether a completion is waiting.
     pub fn wait_cq(&mut self, cq: &Cq, timeout: Duration) -> Result<bool, Error> {
         self.mine(cq.ctx)?;
-        let end = self.clock.now() + timeout;
-        loop {
-            if self.host.dev.cq_len(cq.id) > 0 {
-                return Ok(true);
-            }
-            if self.clock.now() >= end {
-                return Ok(false);
-            }
-            let st = self.progress();
-            if st.rx == 0 && st.tx == 0 {
-                std::thread::yield_now();
-            }
-        }
+        Ok(self.progress_until(timeout, |c| c.host.dev.cq_len(cq.id) > 0))
     }
 
     // ----- queue pairs -----
