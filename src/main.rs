@@ -935,41 +935,40 @@ mod cmd {
     /// The demo's tools with one end in this process and the other in
     /// another (two processes over net_memif, say).
     pub fn demo_one_end(cfg: &Config, peer: Option<std::net::IpAddr>) -> Result<bool> {
-        use ferroce::engine::demo::{run_tools_one_end, End};
-        let name = cfg.ports[0].name.clone();
-        let dp = Datapath::open(cfg, &[name.as_str()])?;
-        let clock = TscClock::new(&dp.eal);
-        let (pc, p) = dp.port(&name)?;
-        if let Some(core) = pc.core {
-            dpdk::lcore::pin_current_thread(core)?;
+        use ferroce::engine::demo::{check_pcap, run_tools_one_end};
+        use ferroce::engine::tool::{on_port, OnContext};
+        struct Work<'a> {
+            cfg: &'a ferroce::config::ToolsConfig,
+            peer: Option<std::net::IpAddr>,
         }
+        impl OnContext for Work<'_> {
+            type Out = bool;
+            fn run<B: ferroce::backend::Backend>(
+                self,
+                ctx: &mut ferroce::verbs::Context<B>,
+            ) -> Result<bool> {
+                run_tools_one_end(ctx, self.cfg, self.peer, &mut std::io::stdout())
+            }
+        }
+        let pc = &cfg.ports[0];
         println!(
             "ferroce demo: DPDK {}, one end on {} ({}), the {} end of the tools",
             dpdk::DPDK_VERSION,
-            name,
+            pc.name,
             pc.device,
             if peer.is_some() { "client" } else { "server" }
         );
-        let link = p.wait_link_up(std::time::Duration::from_secs(10))?;
-        if !link.up {
-            log::warn!("port {name}: the link is not up yet; going on");
-        }
-        let end = End {
-            queue: dp.queue(&name)?,
-            mac: ferroce::wire::MacAddr(p.mac()?.0),
-            ip: pc.ip,
-            max_frame: ferroce::engine::tool::max_frame(cfg, p),
-        };
-        let mut out = std::io::stdout();
-        let ok = run_tools_one_end(
-            end,
-            clock,
-            &cfg.tools,
+        // The client records its frames.
+        let pcap =
+            (peer.is_some() && !cfg.tools.pcap.is_empty()).then(|| PathBuf::from(&cfg.tools.pcap));
+        let work = Work {
+            cfg: &cfg.tools,
             peer,
-            ferroce::engine::memory::hugepage_region,
-            &mut out,
-        )?;
-        let _ = p.wait_link_down(std::time::Duration::from_millis(300));
+        };
+        let (mut ok, frames) = on_port(cfg, &pc.name, pcap.as_deref(), work)?;
+        if let (Some(path), Some(n)) = (&pcap, frames) {
+            ok &= check_pcap(path, n, &mut std::io::stdout())?;
+        }
         println!("demo {}", if ok { "OK" } else { "FAILED" });
         Ok(ok)
     }

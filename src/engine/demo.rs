@@ -140,7 +140,7 @@ fn print_run(
 
 /// Decodes the recorded frames and says so; whether they are all well
 /// formed.
-fn check_pcap(path: &Path, frames: u64, out: &mut dyn Write) -> Result<bool> {
+pub fn check_pcap(path: &Path, frames: u64, out: &mut dyn Write) -> Result<bool> {
     let t = decode_file(path)?;
     writeln!(
         out,
@@ -159,57 +159,27 @@ fn check_pcap(path: &Path, frames: u64, out: &mut dyn Write) -> Result<bool> {
     Ok(true)
 }
 
-/// One end of the demo's tools in this process, the other end in another
-/// process (e.g. over net_memif): the server without `peer`, else the
-/// client, which records its frames (`cfg.pcap`). The tools use TCP
-/// ports `cfg.tcp_port` and the four above it.
-pub fn run_tools_one_end<B: Backend, C: Clock + Copy + Send + 'static>(
-    end: End<B>,
-    clock: C,
+/// One end of the demo's tools on `ctx`, the other end in another
+/// process (e.g. over net_memif): the server, or the client of the server
+/// at `peer`. The tools use TCP ports `cfg.tcp_port` and the four above
+/// it. Prints each tool's output; whether all verified.
+pub fn run_tools_one_end<B: Backend>(
+    ctx: &mut Context<B>,
     cfg: &ToolsConfig,
     peer: Option<core::net::IpAddr>,
-    region_alloc: crate::verbs::RegionAlloc,
     out: &mut dyn Write,
 ) -> Result<bool> {
     let mtu = Mtu::from_bytes(cfg.mtu).context("tools.mtu: not 256, 512, 1024, 2048 or 4096")?;
-    let mut cc = ContextConfig::new(end.mac, end.ip.into());
-    cc.max_frame = end.max_frame;
-    cc.region_alloc = region_alloc;
-    cc.resolve_timeout = crate::time::Duration::from_secs(10);
+    let mtu = mtu.min(ctx.query_port().active_mtu);
     let ports: Vec<u16> = (0..TOOLS.len() as u16).map(|i| cfg.tcp_port + i).collect();
-    let role = match peer {
-        Some(ip) => Role::Client(ip),
-        None => Role::Server,
+    let (role, roles) = match peer {
+        Some(ip) => (Role::Client(ip), "this end the client"),
+        None => (Role::Server, "this end serves"),
     };
-    let pcap = (peer.is_some() && !cfg.pcap.is_empty()).then(|| Path::new(&cfg.pcap).to_path_buf());
-    let (runs, frames) = match &pcap {
-        Some(path) => {
-            let cap = super::recorder(end.queue, clock, path)?;
-            let mut ctx = Context::open(cap, Box::new(clock), cc)?;
-            let mtu = mtu.min(ctx.query_port().active_mtu);
-            let runs = run_all(&mut ctx, &role, &ports, cfg, mtu);
-            let (_, n) = ctx.close(crate::time::Duration::from_millis(50)).finish()?;
-            (runs?, Some(n))
-        }
-        None => {
-            let mut ctx = Context::open(end.queue, Box::new(clock), cc)?;
-            let mtu = mtu.min(ctx.query_port().active_mtu);
-            let runs = run_all(&mut ctx, &role, &ports, cfg, mtu);
-            drop(ctx.close(crate::time::Duration::from_millis(50)));
-            (runs?, None)
-        }
-    };
-    let roles = if peer.is_some() {
-        "this end the client"
-    } else {
-        "this end serves"
-    };
+    let runs = run_all(ctx, &role, &ports, cfg, mtu)?;
     let mut ok = true;
     for (tool, r) in TOOLS.iter().zip(&runs) {
         ok &= print_run(*tool, roles, r, None, out)?;
-    }
-    if let (Some(path), Some(n)) = (&pcap, frames) {
-        ok &= check_pcap(path, n, out)?;
     }
     Ok(ok)
 }
