@@ -1231,8 +1231,8 @@ mod dpdk_run {
         }
         let register = move || {
             if let Some(id) = other {
-                if !core_affinity::set_for_current(core_affinity::CoreId { id }) {
-                    log::warn!("could not move the second thread to CPU {id}");
+                if let Err(e) = dpdk::lcore::pin_current_thread(id) {
+                    log::warn!("could not move the second thread to CPU {id}: {e}");
                 }
             }
             dpdk::lcore::register_current_thread(&eal).ok()
