@@ -1051,6 +1051,12 @@ mod cmd {
                 })
             };
             let (ea, eb) = (end(qa, pa, ca.ip)?, end(qb, pb, cb.ip)?);
+            // Each end's thread where its port's `core` says, else free.
+            match cb.core {
+                Some(core) => dpdk::lcore::pin_current_thread(core)?,
+                None => dpdk::lcore::unpin_current_thread(),
+            }
+            let a_core = ca.core;
             let mut out = std::io::stdout();
             ok &= run_tools(
                 ea,
@@ -1058,10 +1064,11 @@ mod cmd {
                 clock,
                 &cfg.tools,
                 ferroce::engine::memory::hugepage_region,
-                || {
-                    // Off the CPU the EAL pinned this thread to.
-                    if let Some(c) = dpdk::lcore::other_cpu() {
-                        let _ = dpdk::lcore::pin_current_thread(c);
+                move || {
+                    if let Some(core) = a_core {
+                        if let Err(e) = dpdk::lcore::pin_current_thread(core) {
+                            log::warn!("port a's thread stays unpinned: {e}");
+                        }
                     }
                 },
                 &mut out,

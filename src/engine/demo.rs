@@ -204,7 +204,7 @@ pub struct End<B> {
 }
 
 /// Runs the tools, a's end the server (in a thread of its own, which
-/// first calls `server_setup`: e.g. moves itself to another CPU), b's the
+/// first calls `server_setup`: e.g. pins itself to port a's core), b's the
 /// client (in this thread); prints each tool's client output and both
 /// ends' counters. Returns whether every tool verified and the pcap
 /// decoded clean.
