@@ -1,0 +1,529 @@
+//! The interop suite: ferroce's tools against Linux Soft-RoCE (`rdma_rxe`)
+//! and rdma-core's / perftest's tools in a QEMU guest, each in both roles,
+//! at path MTU 1024 and 4096, with and without frames dropped on the bridge.
+//!
+//! `cargo test --release --test interop [-- FILTER...] [--list]`
+//!
+//! Needs root (network namespace, tap, QEMU), the guest image
+//! (scripts/rxe-guest.sh builds it; this test calls it) and the packages
+//! scripts/setup.sh installs. Set FERROCE_INTEROP=skip to skip it.
+//!
+//! Each run leaves its files in target/interop/runs/CELL.SIZE/: both tools'
+//! output, the rxe hw_counters deltas, and the frames on ferroce's link
+//! (frames.pcap, gzipped once it passed), checked with `ferroce decode`.
+//! target/interop/results.md is the table of the cells that ran.
+
+#[path = "../common/mod.rs"]
+mod common;
+mod lab;
+mod matrix;
+
+use lab::{sh, Lab};
+use matrix::{Cell, Role, Tool, Variant};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+/// The guest's link MTU: path MTU 4096 needs jumbo frames; the tools pick
+/// the path MTU (-m) per run.
+const LINK_MTU: u16 = 9000;
+/// The perftest / rc_pingpong TCP port.
+const TCP_PORT: u16 = 18515;
+
+fn main() -> ExitCode {
+    let mut filters = Vec::new();
+    let mut list = false;
+    for a in std::env::args().skip(1) {
+        match a.as_str() {
+            "--list" => list = true,
+            // libtest's options that cargo passes on (--test-threads, -q).
+            s if s.starts_with('-') => {}
+            s => filters.push(s.to_string()),
+        }
+    }
+    let cells: Vec<Cell> = Cell::all()
+        .into_iter()
+        .filter(|c| filters.is_empty() || filters.iter().any(|f| c.id().contains(f.as_str())))
+        .collect();
+    if list {
+        for c in &cells {
+            println!("{}: test", c.id());
+        }
+        return ExitCode::SUCCESS;
+    }
+    if std::env::var("FERROCE_INTEROP").as_deref() == Ok("skip") {
+        println!("interop: skipped (FERROCE_INTEROP=skip)");
+        return ExitCode::SUCCESS;
+    }
+    if !common::is_root() {
+        println!("interop: skipped: needs root (network namespace, tap, QEMU)");
+        return ExitCode::SUCCESS;
+    }
+    for p in ["qemu-system-x86_64", "setpriv", "nft", "tcpdump"] {
+        if sh(Command::new("sh").args(["-c", &format!("command -v {p}")])).is_err() {
+            println!("interop: FAILED: {p} is missing; scripts/setup.sh installs it");
+            return ExitCode::FAILURE;
+        }
+    }
+    match run(&cells) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            println!("interop: FAILED: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// What came of one cell.
+struct Outcome {
+    cell: Cell,
+    /// The variants run, and the first failure.
+    ran: Vec<Variant>,
+    failure: Option<String>,
+    secs: f64,
+    drops: (u64, u64),
+}
+
+fn run(cells: &[Cell]) -> Result<bool, String> {
+    let t0 = Instant::now();
+    let image = root().join("target/rxe-guest");
+    sh(Command::new(root().join("scripts/rxe-guest.sh")).arg(&image))
+        .map_err(|e| format!("building the guest image: {e}"))?;
+    let out = root().join("target/interop");
+    let runs = out.join("runs");
+    let _ = fs::remove_dir_all(&runs);
+    fs::create_dir_all(&runs).map_err(|e| e.to_string())?;
+    let config = out.join("ferroce.toml");
+    fs::write(&config, ferroce_config()).map_err(|e| e.to_string())?;
+    let mut lab = Lab::start(&image, &out.join("lab"), LINK_MTU)?;
+    println!("\nrunning {} interop cells", cells.len());
+    let mut outcomes = Vec::new();
+    for cell in cells {
+        let t = Instant::now();
+        let mut o = Outcome {
+            cell: *cell,
+            ran: Vec::new(),
+            failure: None,
+            secs: 0.0,
+            drops: (0, 0),
+        };
+        for v in cell.variants() {
+            o.ran.push(v);
+            let dir = runs.join(format!("{}.{v}", cell.slug()));
+            match run_one(&mut lab, cell, v, &config, &dir) {
+                Ok(d) => {
+                    o.drops.0 += d.0;
+                    o.drops.1 += d.1;
+                }
+                Err(f) => {
+                    o.failure = Some(format!(
+                        "{} {v}: step {}: {}\n    files: {}",
+                        cell.id(),
+                        f.step,
+                        f.detail,
+                        dir.display()
+                    ));
+                    // A peer left running would hold the TCP port.
+                    lab.guest.run(
+                        "pkill ib_; pkill ibv_rc_pingpong; true",
+                        Duration::from_secs(10),
+                    );
+                    break;
+                }
+            }
+        }
+        if o.failure.is_none() && cell.loss.is_some() && (o.drops.0 == 0 || o.drops.1 == 0) {
+            o.failure = Some(format!(
+                "{}: step loss: the bridge dropped {} frames towards rxe and {} from it; both must be > 0",
+                cell.id(),
+                o.drops.0,
+                o.drops.1
+            ));
+        }
+        o.secs = t.elapsed().as_secs_f64();
+        let sizes: Vec<String> = o.ran.iter().map(|v| v.to_string()).collect();
+        println!(
+            "test interop {} [{}] ... {} ({:.1} s{})",
+            cell.id(),
+            sizes.join(" "),
+            if o.failure.is_none() { "ok" } else { "FAILED" },
+            o.secs,
+            if cell.loss.is_some() {
+                format!(", dropped {} / {}", o.drops.0, o.drops.1)
+            } else {
+                String::new()
+            }
+        );
+        outcomes.push(o);
+    }
+    drop(lab);
+    let failed: Vec<&Outcome> = outcomes.iter().filter(|o| o.failure.is_some()).collect();
+    let table = results_table(&outcomes);
+    fs::write(out.join("results.md"), &table).map_err(|e| e.to_string())?;
+    if !failed.is_empty() {
+        println!("\nfailures:");
+        for o in &failed {
+            println!("  {}", o.failure.as_deref().unwrap_or(""));
+        }
+    }
+    println!(
+        "\ninterop: {} passed, {} failed, in {:.0} s; table in {}",
+        outcomes.len() - failed.len(),
+        failed.len(),
+        t0.elapsed().as_secs_f64(),
+        out.join("results.md").display()
+    );
+    Ok(failed.is_empty())
+}
+
+/// ferroce's config: the veth into the bridge through net_af_packet.
+/// Its ring slots fit a path-MTU-4096 frame (see configs/af-packet.toml).
+fn ferroce_config() -> String {
+    format!(
+        "# Written by tests/interop: ferroce's end of the veth into the rxe guest's bridge.\n\
+         [eal]\nhugepages = \"off\"\nmemory_mb = 256\n\n\
+         [[port]]\nname = \"p\"\n\
+         device = \"net_af_packet0,iface={},framesz=4352,blocksz=69632,framecnt=512,qdisc_bypass=1\"\n\
+         ip = \"{}\"\n",
+        lab::VETH,
+        lab::FERROCE_IP
+    )
+}
+
+struct Failure {
+    step: &'static str,
+    detail: String,
+}
+
+fn fail(step: &'static str, detail: impl Into<String>) -> Failure {
+    Failure {
+        step,
+        detail: detail.into(),
+    }
+}
+
+/// A ferroce process writing its output to a file.
+struct Ferroce {
+    child: Child,
+    out: PathBuf,
+}
+
+impl Ferroce {
+    fn spawn(lab: &Lab, args: &[String], out: &Path) -> Result<Ferroce, Failure> {
+        let f = fs::File::create(out).map_err(|e| fail("start ferroce", e.to_string()))?;
+        let child = lab
+            .in_ns_tethered(common::ferroce())
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(
+                f.try_clone()
+                    .map_err(|e| fail("start ferroce", e.to_string()))?,
+            )
+            .stderr(f)
+            .spawn()
+            .map_err(|e| fail("start ferroce", e.to_string()))?;
+        Ok(Ferroce {
+            child,
+            out: out.to_path_buf(),
+        })
+    }
+
+    /// Waits until it listens on the tools' TCP port (in its namespace).
+    fn wait_listening(&mut self, limit: Duration) -> Result<(), Failure> {
+        let want = format!(":{TCP_PORT:04X} ");
+        let t = Instant::now();
+        loop {
+            let tcp = fs::read_to_string(format!("/proc/{}/net/tcp", self.child.id()))
+                .unwrap_or_default();
+            if tcp
+                .lines()
+                .any(|l| l.split_whitespace().nth(3) == Some("0A") && l.contains(&want))
+            {
+                return Ok(());
+            }
+            if let Ok(Some(st)) = self.child.try_wait() {
+                return Err(fail(
+                    "ferroce listen",
+                    format!(
+                        "ferroce ended ({st}) before listening:\n{}",
+                        lab::tail(&self.out, 15)
+                    ),
+                ));
+            }
+            if t.elapsed() > limit {
+                return Err(fail("ferroce listen", "not listening after 20 s"));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Waits for its end; its output.
+    fn wait(mut self, limit: Duration) -> Result<String, Failure> {
+        let t = Instant::now();
+        let st = loop {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                break st;
+            }
+            if t.elapsed() > limit {
+                lab::stop(&mut self.child, Duration::from_secs(2));
+                return Err(fail(
+                    "ferroce",
+                    format!(
+                        "still running after {limit:?}:\n{}",
+                        lab::tail(&self.out, 15)
+                    ),
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let out = fs::read_to_string(&self.out).unwrap_or_default();
+        if !st.success() {
+            return Err(fail(
+                "ferroce",
+                format!("ferroce {st}:\n{}", lab::tail(&self.out, 15)),
+            ));
+        }
+        Ok(out)
+    }
+}
+
+impl Drop for Ferroce {
+    fn drop(&mut self) {
+        lab::stop(&mut self.child, Duration::from_secs(2));
+    }
+}
+
+/// The guest job of a run: the tool between two readings of rxe's
+/// hw_counters (written next to the job's log).
+fn peer_job(cmd: &str) -> String {
+    format!(
+        "J=${{0%.taken}}\n\
+         C=/sys/class/infiniband/rxe0/ports/1/hw_counters\n\
+         for f in $C/*; do echo \"${{f##*/}} $(cat $f)\"; done > $J.before\n\
+         {cmd}\n\
+         rc=$?\n\
+         for f in $C/*; do echo \"${{f##*/}} $(cat $f)\"; done > $J.after\n\
+         exit $rc\n"
+    )
+}
+
+fn counter_delta(before: &str, after: &str) -> Vec<(String, i64)> {
+    let parse = |s: &str| -> Vec<(String, i64)> {
+        s.lines()
+            .filter_map(|l| {
+                let (k, v) = l.split_once(' ')?;
+                Some((k.to_string(), v.trim().parse().ok()?))
+            })
+            .collect()
+    };
+    let b = parse(before);
+    parse(after)
+        .into_iter()
+        .map(|(k, a)| {
+            let was = b
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| *v)
+                .unwrap_or(0);
+            (k, a - was)
+        })
+        .collect()
+}
+
+/// One run: both tools, the capture, and every check. Returns the frames
+/// dropped (towards rxe, from rxe).
+fn run_one(
+    lab: &mut Lab,
+    cell: &Cell,
+    v: Variant,
+    config: &Path,
+    dir: &Path,
+) -> Result<(u64, u64), Failure> {
+    fs::create_dir_all(dir).map_err(|e| fail("setup", e.to_string()))?;
+    let config = config.to_string_lossy().into_owned();
+    lab.set_loss(cell.loss).map_err(|e| fail("loss rule", e))?;
+    let pcap = dir.join("frames.pcap");
+    let capture = lab.capture(&pcap).map_err(|e| fail("capture", e))?;
+    let limit = Duration::from_millis(cell.limit_ms(v) + 10_000);
+    let ferroce_out = dir.join("ferroce.out");
+    let (ferroce, job) = match cell.role {
+        Role::FerroceServer => {
+            let mut f = Ferroce::spawn(lab, &cell.ferroce_args(v, &config, None), &ferroce_out)?;
+            f.wait_listening(Duration::from_secs(20))?;
+            let job = lab
+                .guest
+                .spawn(&peer_job(&cell.peer_command(v, Some(lab::HOST_IP))));
+            (f, job)
+        }
+        Role::FerroceClient => {
+            let job = lab.guest.spawn(&peer_job(&cell.peer_command(v, None)));
+            // Our client tries again until the guest's server listens.
+            let f = Ferroce::spawn(
+                lab,
+                &cell.ferroce_args(v, &config, Some(lab::GUEST_IP)),
+                &ferroce_out,
+            )?;
+            (f, job)
+        }
+    };
+    let ours = ferroce.wait(limit);
+    let peer = job.wait(if ours.is_ok() {
+        Duration::from_secs(30)
+    } else {
+        Duration::from_secs(5)
+    });
+    capture.finish();
+    let drops = lab.drops().map_err(|e| fail("loss rule", e))?;
+    fs::write(dir.join("peer.out"), &peer.log).map_err(|e| fail("setup", e.to_string()))?;
+    let ours = ours?;
+    if !peer.ok() {
+        return Err(fail(
+            "peer",
+            format!(
+                "{} {}:\n{}",
+                cell.tool.peer(),
+                match peer.code {
+                    Some(c) => format!("exit {c}"),
+                    None => "did not end".into(),
+                },
+                last_lines(&peer.log, 15)
+            ),
+        ));
+    }
+    // The result line: on the client, and on perftest's bandwidth servers
+    // (the client sends them its results) and both pingpong ends.
+    let want = cell.result_line(v);
+    let ferroce_prints =
+        cell.role == Role::FerroceClient || cell.tool.is_bw() || cell.tool == Tool::Pingpong;
+    let peer_prints =
+        cell.role == Role::FerroceServer || cell.tool.is_bw() || cell.tool == Tool::Pingpong;
+    if ferroce_prints && !ours.lines().any(|l| l.starts_with(&want)) {
+        return Err(fail(
+            "result",
+            format!(
+                "ferroce printed no line starting {want:?}:\n{}",
+                last_lines(&ours, 8)
+            ),
+        ));
+    }
+    if peer_prints && !peer.log.lines().any(|l| l.starts_with(&want)) {
+        return Err(fail(
+            "result",
+            format!(
+                "{} printed no line starting {want:?}:\n{}",
+                cell.tool.peer(),
+                last_lines(&peer.log, 8)
+            ),
+        ));
+    }
+    let delta = counter_delta(&job.file("before"), &job.file("after"));
+    let shown: Vec<String> = delta
+        .iter()
+        .filter(|(_, d)| *d != 0)
+        .map(|(k, d)| format!("{k} {d}"))
+        .collect();
+    fs::write(
+        dir.join("rxe-counters.txt"),
+        format!(
+            "# rxe0 hw_counters moved by this run; bridge drops to rxe {} from rxe {}\n{}\n",
+            drops.0,
+            drops.1,
+            shown.join("\n")
+        ),
+    )
+    .map_err(|e| fail("setup", e.to_string()))?;
+    matrix::check_rxe_counters(cell, &delta).map_err(|e| fail("rxe counters", e))?;
+    check_pcap(&pcap)?;
+    Ok(drops)
+}
+
+/// `ferroce decode` must find RoCE frames, every one well formed with a
+/// right ICRC. A good capture is gzipped (Wireshark reads it so).
+fn check_pcap(pcap: &Path) -> Result<(), Failure> {
+    let out = Command::new(common::ferroce())
+        .arg("decode")
+        .arg(pcap)
+        .output()
+        .map_err(|e| fail("pcap", e.to_string()))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let totals = text.lines().last().unwrap_or("").to_string();
+    let frames: u64 = totals
+        .split_whitespace()
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    if !out.status.success() || frames == 0 {
+        let decoded = pcap.with_extension("decode.txt");
+        let _ = fs::write(&decoded, &*text);
+        return Err(fail(
+            "pcap",
+            format!(
+                "ferroce decode {}: {totals} {}(lines in {})",
+                pcap.display(),
+                String::from_utf8_lossy(&out.stderr),
+                decoded.display()
+            ),
+        ));
+    }
+    let _ = Command::new("gzip").arg("-1f").arg(pcap).status();
+    Ok(())
+}
+
+fn last_lines(s: &str, n: usize) -> String {
+    let v: Vec<&str> = s.lines().collect();
+    v[v.len().saturating_sub(n)..].join("\n")
+}
+
+/// The README's table: one row per tool and role, one column per path MTU
+/// and loss.
+fn results_table(outcomes: &[Outcome]) -> String {
+    let mut s = String::from(
+        "| peer | tool | role | MTU 1024 | MTU 4096 | MTU 1024, loss | MTU 4096, loss |\n\
+         | --- | --- | --- | --- | --- | --- | --- |\n",
+    );
+    for tool in Tool::ALL {
+        for role in [Role::FerroceServer, Role::FerroceClient] {
+            let mut row = format!(
+                "| rxe ({}) | {} | {} |",
+                tool.peer(),
+                tool.name(),
+                match role {
+                    Role::FerroceServer => "ferroce server",
+                    Role::FerroceClient => "ferroce client",
+                }
+            );
+            for (mtu, loss) in [(1024, false), (4096, false), (1024, true), (4096, true)] {
+                let cell = outcomes.iter().find(|o| {
+                    o.cell.tool == tool
+                        && o.cell.role == role
+                        && o.cell.mtu == mtu
+                        && o.cell.loss.is_some() == loss
+                });
+                row.push_str(&match cell {
+                    None => " not run |".into(),
+                    Some(o) => {
+                        let sizes: Vec<String> = o.ran.iter().map(|v| v.to_string()).collect();
+                        format!(
+                            " {} ({}) |",
+                            if o.failure.is_none() {
+                                "pass"
+                            } else {
+                                "**fail**"
+                            },
+                            sizes.join(", ")
+                        )
+                    }
+                });
+            }
+            s.push_str(&row);
+            s.push('\n');
+        }
+    }
+    s
+}

@@ -1,0 +1,329 @@
+//! The interop matrix: which tools run against rxe, in which role, path
+//! MTU, loss and message sizes, and what each run must show.
+
+use std::fmt;
+
+/// A tool pair: ours and rdma-core's / perftest's of the same name.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Tool {
+    Pingpong,
+    WriteBw,
+    ReadBw,
+    SendBw,
+    AtomicBw,
+    WriteLat,
+    ReadLat,
+    SendLat,
+}
+
+impl Tool {
+    pub const ALL: [Tool; 8] = [
+        Tool::Pingpong,
+        Tool::WriteBw,
+        Tool::ReadBw,
+        Tool::SendBw,
+        Tool::AtomicBw,
+        Tool::WriteLat,
+        Tool::ReadLat,
+        Tool::SendLat,
+    ];
+
+    /// The `ferroce` subcommand.
+    pub fn name(self) -> &'static str {
+        match self {
+            Tool::Pingpong => "pingpong",
+            Tool::WriteBw => "write-bw",
+            Tool::ReadBw => "read-bw",
+            Tool::SendBw => "send-bw",
+            Tool::AtomicBw => "atomic-bw",
+            Tool::WriteLat => "write-lat",
+            Tool::ReadLat => "read-lat",
+            Tool::SendLat => "send-lat",
+        }
+    }
+
+    /// The peer's program in the guest.
+    pub fn peer(self) -> &'static str {
+        match self {
+            Tool::Pingpong => "ibv_rc_pingpong",
+            Tool::WriteBw => "ib_write_bw",
+            Tool::ReadBw => "ib_read_bw",
+            Tool::SendBw => "ib_send_bw",
+            Tool::AtomicBw => "ib_atomic_bw",
+            Tool::WriteLat => "ib_write_lat",
+            Tool::ReadLat => "ib_read_lat",
+            Tool::SendLat => "ib_send_lat",
+        }
+    }
+
+    /// The option naming the GID index (rdma-core's tools and perftest
+    /// differ); GID 1 of the guest's rxe0 is ::ffff:198.18.0.2, RoCE v2.
+    fn gid_option(self) -> &'static str {
+        match self {
+            Tool::Pingpong => "-g",
+            _ => "-x",
+        }
+    }
+
+    pub fn is_bw(self) -> bool {
+        matches!(
+            self,
+            Tool::WriteBw | Tool::ReadBw | Tool::SendBw | Tool::AtomicBw
+        )
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Role {
+    /// ferroce waits, the guest's tool connects.
+    FerroceServer,
+    /// The guest's tool waits, ferroce connects.
+    FerroceClient,
+}
+
+impl Role {
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::FerroceServer => "ferroce-server",
+            Role::FerroceClient => "ferroce-client",
+        }
+    }
+}
+
+/// One frame in `LOSS_EVERY` is dropped in each direction in the loss
+/// cells. Go-back-N resends up to a window of packets per loss, and rxe
+/// answers a re-issued READ after finishing every READ queued before it,
+/// so a much higher rate makes 1 MiB READs crawl under emulation.
+pub const LOSS_EVERY: u32 = 200;
+
+/// A cell of the README's interop table: a tool in a role at a path MTU,
+/// with or without loss. It runs one or more sizes.
+#[derive(Clone, Copy, Debug)]
+pub struct Cell {
+    pub tool: Tool,
+    pub role: Role,
+    pub mtu: u16,
+    pub loss: Option<u32>,
+}
+
+/// What varies between the runs of a cell.
+#[derive(Clone, Copy, Debug)]
+pub enum Variant {
+    Size(usize),
+    /// ib_atomic_bw's -A.
+    Atomic(&'static str),
+}
+
+impl fmt::Display for Variant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Variant::Size(s) if *s >= 1 << 20 && s % (1 << 20) == 0 => {
+                write!(f, "{}MiB", s >> 20)
+            }
+            Variant::Size(s) => write!(f, "{s}B"),
+            Variant::Atomic(a) => f.write_str(a),
+        }
+    }
+}
+
+pub const MIB: usize = 1 << 20;
+
+impl Cell {
+    /// Every cell, in the order they run.
+    pub fn all() -> Vec<Cell> {
+        let mut v = Vec::new();
+        for loss in [None, Some(LOSS_EVERY)] {
+            for mtu in [1024, 4096] {
+                for tool in Tool::ALL {
+                    for role in [Role::FerroceServer, Role::FerroceClient] {
+                        v.push(Cell {
+                            tool,
+                            role,
+                            mtu,
+                            loss,
+                        });
+                    }
+                }
+            }
+        }
+        v
+    }
+
+    pub fn loss_name(&self) -> String {
+        match self.loss {
+            None => "none".into(),
+            Some(n) => format!("1/{n}"),
+        }
+    }
+
+    /// `write-bw ferroce-server mtu 1024 loss none`.
+    pub fn id(&self) -> String {
+        format!(
+            "{} {} mtu {} loss {}",
+            self.tool.name(),
+            self.role.name(),
+            self.mtu,
+            self.loss_name()
+        )
+    }
+
+    /// A file-name-safe form of the id.
+    pub fn slug(&self) -> String {
+        format!(
+            "{}.{}.mtu{}.{}",
+            self.tool.name(),
+            self.role.name(),
+            self.mtu,
+            match self.loss {
+                None => "noloss".into(),
+                Some(n) => format!("loss{n}"),
+            }
+        )
+    }
+
+    /// The runs of this cell. Every size list has a message that is not a
+    /// multiple of 4 (4099 B: pad bytes in its last packet) and one that
+    /// crosses packet boundaries at both MTUs; 1 B, 64 B and 4096 B are in
+    /// the MTU 1024 loss-free cells.
+    pub fn variants(&self) -> Vec<Variant> {
+        if self.tool == Tool::AtomicBw {
+            return vec![
+                Variant::Atomic("FETCH_AND_ADD"),
+                Variant::Atomic("CMP_AND_SWAP"),
+            ];
+        }
+        let sizes: &[usize] = match (self.mtu, self.loss) {
+            (1024, None) => &[1, 64, 4096, 4099, MIB],
+            (_, None) => &[4096, 4099, MIB],
+            (1024, Some(_)) => &[64, 4099, MIB],
+            (_, Some(_)) => &[4099, MIB],
+        };
+        sizes.iter().map(|&s| Variant::Size(s)).collect()
+    }
+
+    /// Iterations of a run: perftest's minimum of 5 for 1 MiB, more for
+    /// small messages; under loss enough that each direction sees drops.
+    pub fn iters(&self, v: Variant) -> u32 {
+        let big = matches!(v, Variant::Size(s) if s >= MIB);
+        match (big, self.loss) {
+            (true, _) => 5,
+            (false, None) => 100,
+            (false, Some(n)) => (2 * n).max(100),
+        }
+    }
+
+    /// The options both tools get (ours mirror the C tools').
+    fn common_args(&self, v: Variant) -> Vec<String> {
+        let mut a = vec!["-m".into(), self.mtu.to_string()];
+        match v {
+            Variant::Size(s) => a.extend(["-s".into(), s.to_string()]),
+            Variant::Atomic(op) => a.extend(["-A".into(), op.into()]),
+        }
+        a.extend(["-n".into(), self.iters(v).to_string()]);
+        a
+    }
+
+    /// The guest's command line; `server` is set for its client.
+    pub fn peer_command(&self, v: Variant, server: Option<&str>) -> String {
+        let mut a = vec![
+            self.tool.peer().to_string(),
+            "-d".into(),
+            "rxe0".into(),
+            self.tool.gid_option().into(),
+            "1".into(),
+        ];
+        a.extend(self.common_args(v));
+        if let Some(s) = server {
+            a.push(s.into());
+        }
+        a.join(" ")
+    }
+
+    /// ferroce's arguments after the subcommand.
+    pub fn ferroce_args(&self, v: Variant, config: &str, server: Option<&str>) -> Vec<String> {
+        let mut a = vec![
+            self.tool.name().to_string(),
+            "--config".into(),
+            config.into(),
+            "--port".into(),
+            "p".into(),
+            "--stats".into(),
+            "--timeout-ms".into(),
+            self.limit_ms(v).to_string(),
+        ];
+        a.extend(self.common_args(v));
+        if let Some(s) = server {
+            a.push(s.into());
+        }
+        a
+    }
+
+    /// How long a run may take: generous for emulation (rxe in TCG moves
+    /// about 5 MB/s).
+    pub fn limit_ms(&self, v: Variant) -> u64 {
+        let big = matches!(v, Variant::Size(s) if s >= MIB);
+        match (big, self.loss.is_some()) {
+            (false, _) => 30_000,
+            (true, false) => 60_000,
+            (true, true) => 120_000,
+        }
+    }
+
+    /// The start of the result line each side prints: perftest's table row
+    /// (size, then iterations) or ibv_rc_pingpong's "N bytes in".
+    pub fn result_line(&self, v: Variant) -> String {
+        let n = self.iters(v);
+        match (self.tool, v) {
+            (Tool::Pingpong, Variant::Size(s)) => format!("{} bytes in ", s as u64 * n as u64 * 2),
+            (Tool::AtomicBw, _) => format!(" 8 {:>width$}", n, width = 18),
+            (_, Variant::Size(s)) => format!(" {s:<10} {n}"),
+            _ => unreachable!(),
+        }
+    }
+}
+
+/// rxe's per-port hw_counters (drivers/infiniband/sw/rxe/rxe_hw_counters.c)
+/// that a run may move, and when.
+pub fn check_rxe_counters(cell: &Cell, delta: &[(String, i64)]) -> Result<(), String> {
+    let get = |n: &str| {
+        delta
+            .iter()
+            .find(|(k, _)| k == n)
+            .map(|(_, v)| *v)
+            .unwrap_or(0)
+    };
+    if get("rcvd_pkts") <= 0 || get("sent_pkts") <= 0 {
+        return Err(format!(
+            "rxe received {} and sent {} packets",
+            get("rcvd_pkts"),
+            get("sent_pkts")
+        ));
+    }
+    let mut bad = Vec::new();
+    for (k, v) in delta {
+        if *v == 0 {
+            continue;
+        }
+        let ok = match k.as_str() {
+            // Traffic, and acknowledgements coalesced by rxe's responder.
+            "sent_pkts" | "rcvd_pkts" | "rdma_sends" | "rdma_recvs" | "ack_deferred" => true,
+            // What a lost frame leads to: rxe's responder sees a PSN gap
+            // (out_of_seq_request) or a resent packet (duplicate_request);
+            // its requester gets a NAK (rcvd_seq_err) and resends
+            // (completer_retry_err).
+            "out_of_seq_request" | "duplicate_request" | "rcvd_seq_err" | "completer_retry_err" => {
+                cell.loss.is_some()
+            }
+            // Never: retries exhausted, send errors, receiver not ready.
+            _ => false,
+        };
+        if !ok {
+            bad.push(format!("{k} +{v}"));
+        }
+    }
+    if bad.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("unexpected rxe hw_counters: {}", bad.join(", ")))
+    }
+}
