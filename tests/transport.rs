@@ -4058,6 +4058,59 @@ fn duplicate_read_is_reexecuted_from_where_it_was_lost() {
 }
 
 #[test]
+fn a_responder_still_answering_an_earlier_read_keeps_the_timer_back() {
+    // As rxe does: a responder answers a re-issued READ only after it has
+    // sent every response of the READ it was answering. While that stream
+    // lasts longer than the local ACK timeout, the requester must not
+    // spend its retries on a peer that is plainly alive (live rxe: a 1 MiB
+    // READ with one response lost took 200 ms to drain, three timeouts).
+    let o = Opts {
+        timeout: 10, // 4.2 ms
+        retry_cnt: 2,
+        ..Opts::default()
+    };
+    let mut p = Pair::new(o);
+    let data = pattern(53, 20 * 1024);
+    p.b.fill(0, &data);
+    let read_psn = 0x100;
+    // Responses leave one a millisecond, in the order they were made: the
+    // re-issued READ's answer waits behind the first one's.
+    let mut k = 0u64;
+    let mut lost = false;
+    p.set_filter(move |s| {
+        if !s.is_read_resp() {
+            return Fate::Pass;
+        }
+        if s.psn == read_psn + 1 && !lost {
+            lost = true;
+            return Fate::Drop;
+        }
+        k += 1;
+        Fate::Delay(Duration::from_millis(k))
+    });
+    p.a.post(wr(
+        1,
+        SendOp::Read {
+            remote_addr: p.b.addr(0),
+            rkey: p.b.rkey(),
+        },
+        vec![p.a.sge(0, 20 * 1024)],
+    ));
+    p.settle();
+    all_ok(&p.a.sent, 1);
+    assert_eq!(p.a.mem(0, 20 * 1024), data);
+    let ca = p.a.c();
+    assert_eq!(ca.local_ack_timeout_err, 0, "{ca:?}");
+    assert_eq!(
+        p.from(Side::A)
+            .filter(|s| s.is(Op::RdmaReadRequest))
+            .count(),
+        2,
+        "the READ and one re-issue from the lost response"
+    );
+}
+
+#[test]
 fn an_ack_overtaking_read_responses_retries_the_read() {
     // READ then WRITE: the WRITE's ACK overtakes the READ's responses
     // (implied NAK, mlx5 implied_nak_seq_err). The READ is asked again and

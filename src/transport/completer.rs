@@ -181,6 +181,7 @@ impl Requester {
         };
         if !w.contains(psn) || w.done {
             env.counters.ghost_responses += 1;
+            self.answered_before_retry(env);
             return Outcome::Ok;
         }
         let d = psn.diff(self.comp_psn);
@@ -192,6 +193,7 @@ impl Requester {
             // A response packet before this one was lost.
             env.counters.implied_nak_seq_err += 1;
             if self.rewound_at == Some(self.comp_psn) {
+                self.answered_before_retry(env);
                 return Outcome::Ok;
             }
             let at = self.comp_psn;
@@ -268,6 +270,21 @@ impl Requester {
         }
         self.progress(env, at);
         self.retire(env)
+    }
+
+    /// A READ response from the stream the responder was sending before it
+    /// saw our retry. A responder answers requests in order (rxe finishes
+    /// every READ it has begun before it takes the re-issued one), so such
+    /// a stream may outlast the local ACK timeout: while it flows, the
+    /// timer restarts instead of spending a retry on a peer that is
+    /// plainly alive, as rxe's completer restarts its retransmit timer on
+    /// every response it handles (drivers/infiniband/sw/rxe/rxe_comp.c).
+    /// The stream is finite (the responses of READs we sent), so this
+    /// cannot hold the timer back for ever.
+    fn answered_before_retry(&mut self, env: &mut RxEnv<'_>) {
+        if self.rewound_at.is_some() && self.outstanding() {
+            self.timer = env.timeout.map(|t| env.now + t);
+        }
     }
 
     /// Records that every packet before `to` is acknowledged.
