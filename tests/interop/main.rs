@@ -396,14 +396,15 @@ fn run_one(
             ),
         ));
     }
-    // The result line: on the client, and on perftest's bandwidth servers
-    // (the client sends them its results) and both pingpong ends.
+    // Every end prints the result line but read-lat's server, which only
+    // answers READs.
     let want = cell.result_line(v);
-    let ferroce_prints =
-        cell.role == Role::FerroceClient || cell.tool.is_bw() || cell.tool == Tool::Pingpong;
-    let peer_prints =
-        cell.role == Role::FerroceServer || cell.tool.is_bw() || cell.tool == Tool::Pingpong;
-    if ferroce_prints && !ours.lines().any(|l| l.starts_with(&want)) {
+    let server_prints = cell.tool != Tool::ReadLat;
+    let (ours_prints, peer_prints) = match cell.role {
+        Role::FerroceServer => (server_prints, true),
+        Role::FerroceClient => (true, server_prints),
+    };
+    if ours_prints && !ours.lines().any(|l| l.starts_with(&want)) {
         return Err(fail(
             "result",
             format!(
