@@ -99,43 +99,20 @@ impl Lab {
             loss: None,
         };
         sh(Command::new("ip").args(["netns", "add", &ns]))?;
-        let m = mtu.to_string();
-        for args in [
-            &["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"][..],
-            &["sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1"],
-            &["ip", "link", "set", "lo", "up"],
-            &["ip", "link", "add", "br0", "mtu", &m, "type", "bridge"],
-            &[
-                "ip",
-                "link",
-                "set",
-                "br0",
-                "type",
-                "bridge",
-                "stp_state",
-                "0",
-            ],
-            &[
-                "ip",
-                "link",
-                "set",
-                "br0",
-                "type",
-                "bridge",
-                "forward_delay",
-                "0",
-            ],
-            &["ip", "addr", "add", &format!("{HOST_IP}/24"), "dev", "br0"],
-            &["ip", "link", "set", "br0", "up"],
-            &["ip", "tuntap", "add", "dev", TAP, "mode", "tap"],
-            &["ip", "link", "set", TAP, "mtu", &m, "master", "br0", "up"],
-            &[
-                "ip", "link", "add", VETH, "mtu", &m, "type", "veth", "peer", "name", VETH_BR,
-                "mtu", &m,
-            ],
-            &["ip", "link", "set", VETH_BR, "master", "br0", "up"],
-            &["ip", "link", "set", VETH, "up"],
+        for line in [
+            "sysctl -qw net.ipv6.conf.all.disable_ipv6=1".to_string(),
+            "sysctl -qw net.ipv6.conf.default.disable_ipv6=1".into(),
+            "ip link set lo up".into(),
+            format!("ip link add br0 mtu {mtu} type bridge stp_state 0 forward_delay 0"),
+            format!("ip addr add {HOST_IP}/24 dev br0"),
+            "ip link set br0 up".into(),
+            format!("ip tuntap add dev {TAP} mode tap"),
+            format!("ip link set {TAP} mtu {mtu} master br0 up"),
+            format!("ip link add {VETH} mtu {mtu} type veth peer name {VETH_BR} mtu {mtu}"),
+            format!("ip link set {VETH_BR} master br0 up"),
+            format!("ip link set {VETH} up"),
         ] {
+            let args: Vec<&str> = line.split_whitespace().collect();
             sh(lab.in_ns(args[0]).args(&args[1..]))?;
         }
         let console = dir.join("console.log");
