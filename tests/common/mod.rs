@@ -16,6 +16,39 @@ pub fn ferroce() -> &'static str {
     env!("CARGO_BIN_EXE_ferroce")
 }
 
+/// Sets a sysctl of network namespace `ns` (its /proc/sys/net, without
+/// procps' `sysctl`, which a minimal Debian lacks).
+pub fn netns_sysctl(ns: &str, key: &str, value: &str) -> Result<(), String> {
+    let st = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            ns,
+            "sh",
+            "-c",
+            r#"echo "$1" > "/proc/sys/$2""#,
+            "-",
+        ])
+        .args([value, key])
+        .stderr(Stdio::null())
+        .status()
+        .map_err(|e| e.to_string())?;
+    if st.success() {
+        Ok(())
+    } else {
+        Err(format!("netns {ns}: /proc/sys/{key} = {value}: {st}"))
+    }
+}
+
+/// Sends `signal` (e.g. "TERM") to process `pid`, with the shell's own
+/// `kill` (procps' is not on a minimal Debian).
+pub fn signal(pid: u32, signal: &str) {
+    let _ = Command::new("sh")
+        .args(["-c", &format!("kill -{signal} {pid}")])
+        .stderr(Stdio::null())
+        .status();
+}
+
 pub fn is_root() -> bool {
     // SAFETY-free check: /proc/self/status names the effective uid.
     std::fs::read_to_string("/proc/self/status")
@@ -215,16 +248,7 @@ impl VethPair {
             ]);
             ip_ok(&["-n", n, "link", "set", "lo", "up"]);
             // No IPv6: keeps the kernel's neighbour discovery off the link.
-            let _ = Command::new("ip")
-                .args([
-                    "netns",
-                    "exec",
-                    n,
-                    "sysctl",
-                    "-qw",
-                    "net.ipv6.conf.veth0.disable_ipv6=1",
-                ])
-                .output();
+            let _ = netns_sysctl(n, "net/ipv6/conf/veth0/disable_ipv6", "1");
         }
         pair
     }

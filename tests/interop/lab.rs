@@ -53,9 +53,7 @@ pub fn stop(child: &mut Child, grace: Duration) {
     if matches!(child.try_wait(), Ok(Some(_))) {
         return;
     }
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
+    crate::common::signal(child.id(), "TERM");
     let end = Instant::now() + grace;
     while Instant::now() < end {
         if matches!(child.try_wait(), Ok(Some(_))) {
@@ -99,10 +97,12 @@ impl Lab {
             loss: None,
         };
         sh(Command::new("ip").args(["netns", "add", &ns]))?;
+        // No IPv6 on the lab's links: only the tools' frames in captures.
+        for key in ["all", "default"] {
+            crate::common::netns_sysctl(&ns, &format!("net/ipv6/conf/{key}/disable_ipv6"), "1")?;
+        }
         for line in [
-            "sysctl -qw net.ipv6.conf.all.disable_ipv6=1".to_string(),
-            "sysctl -qw net.ipv6.conf.default.disable_ipv6=1".into(),
-            "ip link set lo up".into(),
+            "ip link set lo up".to_string(),
             format!("ip link add br0 mtu {mtu} type bridge stp_state 0 forward_delay 0"),
             format!("ip addr add {HOST_IP}/24 dev br0"),
             "ip link set br0 up".into(),
@@ -306,7 +306,9 @@ fn clear_stale(dir: &Path) {
         let cmdline = String::from_utf8_lossy(&cmdline);
         if cmdline.contains("qemu-system") && cmdline.contains(&*dir.to_string_lossy()) {
             eprintln!("interop: stopping the guest of an earlier run (pid {pid})");
-            let _ = Command::new("kill").args(["-KILL", pid]).status();
+            if let Ok(pid) = pid.parse() {
+                crate::common::signal(pid, "KILL");
+            }
         }
         let _ = fs::remove_file(dir.join("qemu.pid"));
     }
