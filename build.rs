@@ -139,6 +139,11 @@ mod dpdk {
             "rte_dev_remove",
             "rte_thread_register",
             "rte_thread_unregister",
+            "rte_intr_instance_alloc",
+            "rte_intr_instance_free",
+            "rte_intr_fd_set",
+            "rte_intr_type_set",
+            "rte_intr_callback_register",
             "ferroce_.*",
         ];
         let mut b = bindgen::Builder::default()

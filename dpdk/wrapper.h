@@ -2,6 +2,7 @@
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
+#include <rte_interrupts.h>
 #include <rte_eth_ring.h>
 #include <rte_lcore.h>
 #include <rte_mbuf.h>

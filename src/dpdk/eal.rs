@@ -115,8 +115,15 @@ impl Drop for EalInner {
             log::warn!("EAL clean-up skipped: a mempool still had mbufs outstanding");
             return;
         }
+        // The EAL's interrupt thread outlives the clean-up and would walk
+        // interrupt sources in the memory it unmaps (see intr.rs).
+        if !super::intr::park(std::time::Duration::from_secs(1)) {
+            log::warn!("EAL clean-up skipped: its interrupt thread could not be parked");
+            return;
+        }
         // SAFETY: the last handle is gone: every port and mempool (which hold
-        // handles) has been released, so nothing uses EAL memory any more.
+        // handles) has been released, and the interrupt thread is parked, so
+        // nothing uses EAL memory any more.
         let ret = unsafe { ffi::rte_eal_cleanup() };
         if ret < 0 {
             log::warn!("rte_eal_cleanup: {}", super::error::strerror(-ret));

@@ -42,6 +42,8 @@ mod error;
 #[cfg(feature = "dpdk")]
 mod hugemem;
 #[cfg(feature = "dpdk")]
+mod intr;
+#[cfg(feature = "dpdk")]
 pub mod lcore;
 #[cfg(feature = "dpdk")]
 mod mbuf;
