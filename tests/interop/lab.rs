@@ -251,18 +251,10 @@ impl Lab {
         let err = fs::File::create(&log).map_err(|e| e.to_string())?;
         let child = self
             .in_ns_tethered("tcpdump")
-            .args([
-                "-i",
-                VETH_BR,
-                "-n",
-                "-s",
-                "0",
-                "-B",
-                "16384",
-                "--immediate-mode",
-                "-U",
-                "-w",
-            ])
+            // -Z root: tcpdump would otherwise switch to its own user, and a
+            // change of user clears the parent-death signal that tethers it.
+            .args(["-i", VETH_BR, "-n", "-s", "0", "-B", "16384", "-Z", "root"])
+            .args(["--immediate-mode", "-U", "-w"])
             .arg(path)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
