@@ -106,6 +106,12 @@ impl Running {
         self.child.as_ref().unwrap().id()
     }
 
+    /// Whether the process has ended (its output is still to be read with
+    /// `wait`).
+    pub fn has_exited(&mut self) -> bool {
+        matches!(self.child.as_mut().unwrap().try_wait(), Ok(Some(_)))
+    }
+
     /// Waits until the process exits or its deadline passes (then kills it).
     pub fn wait(mut self) -> Output {
         let mut child = self.child.take().unwrap();

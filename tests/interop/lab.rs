@@ -334,7 +334,11 @@ impl Drop for Capture {
 
 /// The last `n` lines of a file.
 pub fn tail(path: &Path, n: usize) -> String {
-    let s = fs::read_to_string(path).unwrap_or_default();
+    last_lines(&fs::read_to_string(path).unwrap_or_default(), n)
+}
+
+/// The last `n` lines of `s`.
+pub fn last_lines(s: &str, n: usize) -> String {
     let v: Vec<&str> = s.lines().collect();
     v[v.len().saturating_sub(n)..].join("\n")
 }

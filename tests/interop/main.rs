@@ -18,11 +18,11 @@ mod common;
 mod lab;
 mod matrix;
 
-use lab::{sh, Lab};
+use lab::{last_lines, sh, Lab};
 use matrix::{Cell, Role, Tool, Variant};
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 /// The guest's link MTU: path MTU 4096 needs jumbo frames; the tools pick
@@ -208,94 +208,49 @@ fn fail(step: &'static str, detail: impl Into<String>) -> Failure {
     }
 }
 
-/// A ferroce process writing its output to a file.
-struct Ferroce {
-    child: Child,
-    out: PathBuf,
+/// Starts ferroce in the lab's namespace, killed at `limit` or when
+/// dropped (tests/common's Running).
+fn spawn_ferroce(lab: &Lab, args: &[String], limit: Duration) -> common::Running {
+    common::spawn(
+        lab.in_ns_tethered(common::ferroce())
+            .args(args)
+            .stdin(Stdio::null()),
+        limit,
+    )
 }
 
-impl Ferroce {
-    fn spawn(lab: &Lab, args: &[String], out: &Path) -> Result<Ferroce, Failure> {
-        let f = fs::File::create(out).map_err(|e| fail("start ferroce", e.to_string()))?;
-        let child = lab
-            .in_ns_tethered(common::ferroce())
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(
-                f.try_clone()
-                    .map_err(|e| fail("start ferroce", e.to_string()))?,
-            )
-            .stderr(f)
-            .spawn()
-            .map_err(|e| fail("start ferroce", e.to_string()))?;
-        Ok(Ferroce {
-            child,
-            out: out.to_path_buf(),
-        })
-    }
-
-    /// Waits until it listens on the tools' TCP port (in its namespace).
-    fn wait_listening(&mut self, limit: Duration) -> Result<(), Failure> {
-        let want = format!(":{TCP_PORT:04X} ");
-        let t = Instant::now();
-        loop {
-            let tcp = fs::read_to_string(format!("/proc/{}/net/tcp", self.child.id()))
-                .unwrap_or_default();
-            if tcp
-                .lines()
-                .any(|l| l.split_whitespace().nth(3) == Some("0A") && l.contains(&want))
-            {
-                return Ok(());
-            }
-            if let Ok(Some(st)) = self.child.try_wait() {
-                return Err(fail(
-                    "ferroce listen",
-                    format!(
-                        "ferroce ended ({st}) before listening:\n{}",
-                        lab::tail(&self.out, 15)
-                    ),
-                ));
-            }
-            if t.elapsed() > limit {
-                return Err(fail("ferroce listen", "not listening after 20 s"));
-            }
-            std::thread::sleep(Duration::from_millis(10));
+/// Waits until ferroce listens on the tools' TCP port (in its namespace).
+fn wait_listening(
+    mut f: common::Running,
+    limit: Duration,
+    out: &Path,
+) -> Result<common::Running, Failure> {
+    let want = format!(":{TCP_PORT:04X} ");
+    let t = Instant::now();
+    loop {
+        let tcp = fs::read_to_string(format!("/proc/{}/net/tcp", f.pid())).unwrap_or_default();
+        if tcp
+            .lines()
+            .any(|l| l.split_whitespace().nth(3) == Some("0A") && l.contains(&want))
+        {
+            return Ok(f);
         }
-    }
-
-    /// Waits for its end; its output.
-    fn wait(mut self, limit: Duration) -> Result<String, Failure> {
-        let t = Instant::now();
-        let st = loop {
-            if let Ok(Some(st)) = self.child.try_wait() {
-                break st;
-            }
-            if t.elapsed() > limit {
-                lab::stop(&mut self.child, Duration::from_secs(2));
-                return Err(fail(
-                    "ferroce",
-                    format!(
-                        "still running after {limit:?}:\n{}",
-                        lab::tail(&self.out, 15)
-                    ),
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        };
-        let out = fs::read_to_string(&self.out).unwrap_or_default();
-        if !st.success() {
+        if f.has_exited() {
+            let o = f.wait();
+            let _ = fs::write(out, o.all());
             return Err(fail(
-                "ferroce",
-                format!("ferroce {st}:\n{}", lab::tail(&self.out, 15)),
+                "ferroce listen",
+                format!(
+                    "ferroce ended ({}) before listening:\n{}",
+                    o.how,
+                    last_lines(&o.all(), 15)
+                ),
             ));
         }
-        Ok(out)
-    }
-}
-
-impl Drop for Ferroce {
-    fn drop(&mut self) {
-        lab::stop(&mut self.child, Duration::from_secs(2));
+        if t.elapsed() > limit {
+            return Err(fail("ferroce listen", "not listening after 20 s"));
+        }
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 
@@ -354,8 +309,8 @@ fn run_one(
     let ferroce_out = dir.join("ferroce.out");
     let (ferroce, job) = match cell.role {
         Role::FerroceServer => {
-            let mut f = Ferroce::spawn(lab, &cell.ferroce_args(v, &config, None), &ferroce_out)?;
-            f.wait_listening(Duration::from_secs(20))?;
+            let f = spawn_ferroce(lab, &cell.ferroce_args(v, &config, None), limit);
+            let f = wait_listening(f, Duration::from_secs(20), &ferroce_out)?;
             let job = lab
                 .guest
                 .spawn(&peer_job(&cell.peer_command(v, Some(lab::HOST_IP))));
@@ -364,15 +319,20 @@ fn run_one(
         Role::FerroceClient => {
             let job = lab.guest.spawn(&peer_job(&cell.peer_command(v, None)));
             // Our client tries again until the guest's server listens.
-            let f = Ferroce::spawn(
-                lab,
-                &cell.ferroce_args(v, &config, Some(lab::GUEST_IP)),
-                &ferroce_out,
-            )?;
-            (f, job)
+            let args = cell.ferroce_args(v, &config, Some(lab::GUEST_IP));
+            (spawn_ferroce(lab, &args, limit), job)
         }
     };
-    let ours = ferroce.wait(limit);
+    let ours = ferroce.wait();
+    fs::write(&ferroce_out, ours.all()).map_err(|e| fail("setup", e.to_string()))?;
+    let ours = if ours.ok() {
+        Ok(ours.stdout)
+    } else {
+        Err(fail(
+            "ferroce",
+            format!("ferroce {}:\n{}", ours.how, last_lines(&ours.all(), 15)),
+        ))
+    };
     let peer = job.wait(if ours.is_ok() {
         Duration::from_secs(30)
     } else {
@@ -474,11 +434,6 @@ fn check_pcap(pcap: &Path) -> Result<(), Failure> {
     }
     let _ = Command::new("gzip").arg("-1f").arg(pcap).status();
     Ok(())
-}
-
-fn last_lines(s: &str, n: usize) -> String {
-    let v: Vec<&str> = s.lines().collect();
-    v[v.len().saturating_sub(n)..].join("\n")
 }
 
 /// The README's table: one row per tool and role, one column per path MTU
