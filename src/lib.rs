@@ -7,6 +7,8 @@
 //! - [`time`]: `Instant` / `Duration` in nanoseconds, the `Clock` trait;
 //! - [`wire`]: RoCE v2 byte layouts: header views and `Repr`s, the opcode
 //!   table, PSN arithmetic, the ICRC, whole-frame parse / emit;
+//! - [`cc`]: congestion control at the reaction point (DCQCN) and the
+//!   pacer;
 //! - [`pcap`]: capture files, classic pcap and pcapng read, classic pcap
 //!   written;
 //! - [`decode`]: what `ferroce decode` says of each captured frame;
@@ -27,6 +29,7 @@
 #![deny(unsafe_code)]
 
 pub mod backend;
+pub mod cc;
 pub mod config;
 pub mod decode;
 pub mod dpdk;

@@ -31,6 +31,7 @@
 #![deny(unsafe_code)]
 
 pub mod completer;
+pub mod congestion;
 pub mod counters;
 pub mod mr;
 pub mod path;
@@ -40,6 +41,7 @@ pub mod responder;
 pub mod vlan;
 pub mod wr;
 
+pub use congestion::{CongestionConfig, NpConfig};
 pub use counters::{QpCounters, RxCounters};
 pub use mr::{Access, AccessError, Lkey, MrKeys, MrSpec, MrTable, PdId, Rkey};
 pub use qp::{AddressVector, AttrMask, Mtu, QpAttr, QpState};
@@ -187,7 +189,7 @@ impl Default for QpCaps {
 }
 
 /// A device's identity and limits.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct DeviceConfig {
     pub mac: MacAddr,
     /// The GID table: index -> address (IPv4 GIDs as IPv4 addresses).
@@ -201,6 +203,8 @@ pub struct DeviceConfig {
     /// The port's 802.1Q VLAN: frames sent carry its tag, frames of other
     /// VLANs are dropped ([`vlan`]); `None`: untagged.
     pub vlan: Option<Vlan>,
+    /// ECN marking, the notification point and the reaction point.
+    pub congestion: CongestionConfig,
 }
 
 impl DeviceConfig {
@@ -212,6 +216,7 @@ impl DeviceConfig {
             max_qp_rd_atom: 16,
             qp: QpConfig::default(),
             vlan: None,
+            congestion: CongestionConfig::default(),
         }
     }
 }

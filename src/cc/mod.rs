@@ -1,0 +1,247 @@
+//! Congestion control at the reaction point, and the pacer that applies
+//! its rate.
+//!
+//! This module owns the rate-control algorithms behind one trait
+//! ([`RateController`]), their configurations with defaults ([`CcConfig`],
+//! the factory [`CcConfig::build`]), the per-QP rate trace
+//! ([`TraceRecord`]) and the [`Pacer`]. It sees events (a CNP arrived,
+//! bytes left, time passed) and never packets; the transport decides what
+//! is paced (requester data and READ responses, never ACKs or CNPs) and
+//! where CNPs come from (the notification point, `transport`).
+//!
+//! # Call order
+//!
+//! A controller is a deterministic function of the events it is given and
+//! their times, which never go backwards:
+//!
+//! 1. [`RateController::advance`]`(now)` runs every timer due by `now`, in
+//!    time order (rate-increase timers, α updates, a deferred cut). Every
+//!    other call does this first, so a caller may skip it.
+//! 2. [`RateController::on_cnp`]`(now)` when a CNP for the QP arrives.
+//! 3. [`RateController::on_sent`]`(now, bytes)` after each paced packet.
+//! 4. [`RateController::rate_bps`] is the rate to pace at now.
+//!
+//! Timers need no wake-up of their own: nothing but the rate depends on
+//! them, and the rate is read (after `advance`) whenever a packet is about
+//! to go.
+
+#![deny(unsafe_code)]
+
+mod pacer;
+
+pub use pacer::Pacer;
+
+use crate::time::Instant;
+use core::fmt;
+
+/// What a controller exposes at any time.
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize)]
+pub struct CcState {
+    /// The current rate Rc, bits per second.
+    pub rate_bps: u64,
+    /// The target rate Rt, bits per second.
+    pub target_bps: u64,
+    /// α, the congestion estimate, in [0, 1].
+    pub alpha: f64,
+    /// Rate-increase events counted by the timer since the last cut.
+    pub timer_stage: u32,
+    /// Rate-increase events counted by the byte counter since the last cut.
+    pub byte_stage: u32,
+}
+
+/// Counters of one controller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub struct CcCounters {
+    /// CNPs taken by the reaction point (ConnectX `rp_cnp_handled`),
+    /// those merged into a cut already made in the same monitor period
+    /// included.
+    pub rp_cnp_handled: u64,
+    /// CNPs that changed nothing because rate control is off for the QP
+    /// (ConnectX `rp_cnp_ignored`).
+    pub rp_cnp_ignored: u64,
+    /// Rate cuts made.
+    pub rate_cuts: u64,
+    /// Rate increases made (fast recovery, additive and hyper).
+    pub rate_increases: u64,
+}
+
+impl CcCounters {
+    pub fn add(&mut self, o: &CcCounters) {
+        self.rp_cnp_handled += o.rp_cnp_handled;
+        self.rp_cnp_ignored += o.rp_cnp_ignored;
+        self.rate_cuts += o.rate_cuts;
+        self.rate_increases += o.rate_increases;
+    }
+}
+
+/// What a trace record reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TraceEvent {
+    /// A CNP arrived and was taken.
+    Cnp,
+    /// A CNP arrived and was ignored (no rate control).
+    CnpIgnored,
+    /// The rate was cut.
+    Cut,
+    /// Fast recovery: Rc = (Rt + Rc) / 2.
+    FastRecovery,
+    /// Additive increase of Rt, then Rc = (Rt + Rc) / 2.
+    AdditiveIncrease,
+    /// Hyper increase of Rt, then Rc = (Rt + Rc) / 2.
+    HyperIncrease,
+}
+
+impl TraceEvent {
+    pub fn name(self) -> &'static str {
+        match self {
+            TraceEvent::Cnp => "cnp",
+            TraceEvent::CnpIgnored => "cnp_ignored",
+            TraceEvent::Cut => "cut",
+            TraceEvent::FastRecovery => "fast_recovery",
+            TraceEvent::AdditiveIncrease => "additive_increase",
+            TraceEvent::HyperIncrease => "hyper_increase",
+        }
+    }
+}
+
+/// One rate decision, with the state after it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TraceRecord {
+    pub time: Instant,
+    pub event: TraceEvent,
+    pub state: CcState,
+}
+
+impl TraceRecord {
+    /// The CSV header matching [`TraceRecord`]'s `Display`.
+    pub const CSV_HEADER: &'static str =
+        "time_ns,event,rate_bps,target_bps,alpha,timer_stage,byte_stage";
+}
+
+impl fmt::Display for TraceRecord {
+    /// One CSV row (see [`TraceRecord::CSV_HEADER`]).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = &self.state;
+        write!(
+            f,
+            "{},{},{},{},{:.6},{},{}",
+            self.time.as_nanos(),
+            self.event.name(),
+            s.rate_bps,
+            s.target_bps,
+            s.alpha,
+            s.timer_stage,
+            s.byte_stage
+        )
+    }
+}
+
+/// A reaction point's rate control, one per QP.
+pub trait RateController: fmt::Debug + Send {
+    /// Runs every timer due by `now`, in time order.
+    fn advance(&mut self, now: Instant);
+    /// A CNP for this QP arrived at `now`.
+    fn on_cnp(&mut self, now: Instant);
+    /// A paced packet of `bytes` (the whole frame) left at `now`.
+    fn on_sent(&mut self, now: Instant, bytes: u64);
+    /// The rate to pace at, bits per second; `None`: not limited.
+    fn rate_bps(&self) -> Option<u64>;
+    /// Rc, Rt, α and the stages now.
+    fn state(&self) -> CcState;
+    fn counters(&self) -> &CcCounters;
+    /// Starts (`true`) or stops recording [`TraceRecord`]s.
+    fn set_trace(&mut self, on: bool);
+    /// Moves the records kept since the last call into `out`.
+    fn drain_trace(&mut self, out: &mut Vec<TraceRecord>);
+}
+
+/// Which rate control a QP runs, with its parameters.
+#[derive(Debug, Clone, PartialEq, Default, serde::Deserialize, serde::Serialize)]
+#[serde(tag = "algorithm", rename_all = "kebab-case")]
+pub enum CcConfig {
+    /// No rate control: CNPs are counted as ignored.
+    #[default]
+    None,
+}
+
+impl CcConfig {
+    /// A controller for a QP whose line rate is `line_bps` (bits per
+    /// second; 0 when unknown).
+    pub fn build(&self, line_bps: u64) -> Box<dyn RateController> {
+        match self {
+            CcConfig::None => Box::new(NoControl::new(line_bps)),
+        }
+    }
+
+    /// The command-line name of the algorithm.
+    pub fn name(&self) -> &'static str {
+        match self {
+            CcConfig::None => "none",
+        }
+    }
+}
+
+/// No rate control: the rate is the line rate (or unlimited) and CNPs are
+/// ignored.
+#[derive(Debug, Default)]
+pub struct NoControl {
+    line_bps: u64,
+    counters: CcCounters,
+    trace: Option<Vec<TraceRecord>>,
+}
+
+impl NoControl {
+    pub fn new(line_bps: u64) -> NoControl {
+        NoControl {
+            line_bps,
+            ..NoControl::default()
+        }
+    }
+}
+
+impl RateController for NoControl {
+    fn advance(&mut self, _now: Instant) {}
+
+    fn on_cnp(&mut self, now: Instant) {
+        self.counters.rp_cnp_ignored += 1;
+        let state = self.state();
+        if let Some(t) = &mut self.trace {
+            t.push(TraceRecord {
+                time: now,
+                event: TraceEvent::CnpIgnored,
+                state,
+            });
+        }
+    }
+
+    fn on_sent(&mut self, _now: Instant, _bytes: u64) {}
+
+    fn rate_bps(&self) -> Option<u64> {
+        None
+    }
+
+    fn state(&self) -> CcState {
+        CcState {
+            rate_bps: self.line_bps,
+            target_bps: self.line_bps,
+            alpha: 0.0,
+            timer_stage: 0,
+            byte_stage: 0,
+        }
+    }
+
+    fn counters(&self) -> &CcCounters {
+        &self.counters
+    }
+
+    fn set_trace(&mut self, on: bool) {
+        self.trace = on.then(Vec::new);
+    }
+
+    fn drain_trace(&mut self, out: &mut Vec<TraceRecord>) {
+        if let Some(t) = &mut self.trace {
+            out.append(t);
+        }
+    }
+}
