@@ -316,6 +316,14 @@ struct Conn {
     timeout: u8,
 }
 
+/// A device that sends what rxe sends: rxe leaves the traffic class's ECN
+/// bits as they are (Not-ECT here), where ours marks ECT(0) by default.
+fn rxe_like(mac: MacAddr, ip: IpAddr) -> DeviceConfig {
+    let mut cfg = DeviceConfig::new(mac, ip);
+    cfg.congestion.ecn = false;
+    cfg
+}
+
 fn connect(dev: &mut Device, qpn: u32, c: Conn) {
     let Conn {
         tool,
@@ -406,7 +414,7 @@ fn remote_ranges(recs: &[Rec], flow: &Flow) -> BTreeMap<u32, (u64, u64)> {
 
 fn build_responder(cap: &Capture, recs: &[Rec], flow: &Flow) -> Responder {
     let mtu = cap.mtu.bytes();
-    let mut dev = Device::new(DeviceConfig::new(flow.resp_mac, flow.resp_ip)).unwrap();
+    let mut dev = Device::new(rxe_like(flow.resp_mac, flow.resp_ip)).unwrap();
     let pd = dev.alloc_pd();
     let cq = dev.create_cq(1 << 16).unwrap();
     // The responder's own requests, if it sends any, start its SQ PSN.
@@ -1040,7 +1048,7 @@ fn requester_replay(cap: &Capture, recs: &[Rec], flow: &Flow) -> usize {
         cap.name, flow.req_ip, flow.req_qpn, flow.resp_ip, flow.resp_qpn
     );
     let msgs = messages(recs, flow);
-    let mut dev = Device::new(DeviceConfig::new(flow.req_mac, flow.req_ip)).unwrap();
+    let mut dev = Device::new(rxe_like(flow.req_mac, flow.req_ip)).unwrap();
     let pd = dev.alloc_pd();
     let cq = dev.create_cq(1 << 12).unwrap();
     let slot = |k: usize| k as u64 * RECV_LEN;

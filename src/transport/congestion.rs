@@ -76,20 +76,19 @@ impl Default for CongestionConfig {
 }
 
 /// One QP's notification-point state.
-#[allow(dead_code)] // wired into the receive path next
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct Np {
     /// When the last CNP of this QP was queued.
     last_cnp: Option<Instant>,
-    /// A CNP is waiting to be sent.
-    pub pending: bool,
+    /// A CNP is waiting to be sent, with the P_Key of the packet that
+    /// asked for it.
+    pub pending: Option<u16>,
 }
 
-#[allow(dead_code)]
 impl Np {
     /// A CE-marked packet arrived at `now`: whether a CNP is due (and then
     /// it is recorded as queued).
-    pub fn on_marked(&mut self, cfg: &NpConfig, now: Instant) -> bool {
+    pub fn on_marked(&mut self, cfg: &NpConfig, now: Instant, pkey: u16) -> bool {
         if !cfg.enabled {
             return false;
         }
@@ -99,7 +98,7 @@ impl Np {
             }
         }
         self.last_cnp = Some(now);
-        self.pending = true;
+        self.pending = Some(pkey);
         true
     }
 }

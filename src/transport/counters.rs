@@ -118,6 +118,14 @@ counters! {
         /// ECN CE-marked packets received (mlx5
         /// `np_ecn_marked_roce_packets`).
         np_ecn_marked_roce_packets,
+        /// CNPs sent by the notification point (mlx5 `np_cnp_sent`).
+        np_cnp_sent,
+        /// CNPs taken by the reaction point's rate control (mlx5
+        /// `rp_cnp_handled`).
+        rp_cnp_handled,
+        /// CNPs received while the QP runs no rate control (mlx5
+        /// `rp_cnp_ignored`).
+        rp_cnp_ignored,
         /// Packets dropped for a P_Key mismatch.
         pkey_violation,
         /// Packets from an address other than the QP's peer.

@@ -49,6 +49,7 @@ pub use requester::QpConfig;
 pub use vlan::Vlan;
 pub use wr::{Payload, RecvWr, SendOp, SendWr, Sge, Wc, WcOpcode, WcStatus};
 
+use crate::cc::{CcCounters, CcState, Pacer, RateController, TraceRecord};
 use crate::time::{Duration, Instant};
 use crate::wire::{self, Ecn, Frame, IpRepr, MacAddr, Psn, Transport};
 use completer::{Outcome, RxEnv};
@@ -239,6 +240,13 @@ struct Qp {
     drain_out: bool,
     /// On the device's ready list.
     ready: bool,
+    /// The notification point: CNPs owed for CE-marked packets.
+    np: congestion::Np,
+    /// The reaction point: the rate this QP may send at.
+    cc: Box<dyn RateController>,
+    pacer: Pacer,
+    /// Paced output waits for [`Pacer::release_at`].
+    paced_wait: bool,
 }
 
 /// The local ACK timeout of attribute `t` (IBTA §9.7.6.1.3: 4.096 µs x
@@ -573,9 +581,20 @@ impl Device {
                 backlog: VecDeque::new(),
                 drain_out: false,
                 ready: false,
+                np: congestion::Np::default(),
+                cc: self.new_rate_controller(),
+                pacer: Pacer::default(),
+                paced_wait: false,
             },
         );
         Ok(qpn)
+    }
+
+    fn new_rate_controller(&self) -> Box<dyn RateController> {
+        let c = &self.cfg.congestion;
+        let mut cc = c.rp.build(c.line_bps);
+        cc.set_trace(c.trace);
+        cc
     }
 
     pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), Error> {
@@ -795,7 +814,6 @@ impl Device {
 
     /// Handles one received frame.
     pub fn handle(&mut self, now: Instant, frame: &[u8]) {
-        let _ = now;
         self.rx.frames += 1;
         let f = match Frame::parse(frame) {
             Ok(f) => f,
@@ -823,6 +841,7 @@ impl Device {
         }
         if f.info.transport == Transport::Cnp {
             self.rx.cnp_received += 1;
+            self.on_cnp(now, &f);
             return;
         }
         if f.info.transport != Transport::Rc {
@@ -853,6 +872,8 @@ impl Device {
         qp.counters.rcvd_pkts += 1;
         if ip.ecn() == Ecn::Ce {
             qp.counters.np_ecn_marked_roce_packets += 1;
+            let pkey = f.bth_view().pkey();
+            qp.np.on_marked(&self.cfg.congestion.np, now, pkey);
         }
         let fatal = if f.info.is_request() {
             let mut sink = Sink {
@@ -894,6 +915,39 @@ impl Device {
         self.wake(qpn);
     }
 
+    /// A CNP (reference B.8): the reaction point of the QP it names takes
+    /// it, if the QP is connected, the P_Key matches and it comes from the
+    /// QP's peer.
+    fn on_cnp(&mut self, now: Instant, f: &Frame<'_>) {
+        let Some(qp) = self.qps.get_mut(&f.dest_qp()) else {
+            self.rx.unknown_qp += 1;
+            return;
+        };
+        if !matches!(qp.state, QpState::Rtr | QpState::Rts | QpState::Sqd) {
+            qp.counters.state_drops += 1;
+            return;
+        }
+        let pkey = self.cfg.pkeys[qp.attr.pkey_index as usize];
+        if !pkey_match(f.bth_view().pkey(), pkey) {
+            qp.counters.pkey_violation += 1;
+            return;
+        }
+        let src = f.ip().src().to_canonical();
+        if !qp
+            .attr
+            .ah_attr
+            .is_some_and(|av| av.dgid.to_canonical() == src)
+        {
+            qp.counters.wrong_source += 1;
+            return;
+        }
+        let before = *qp.cc.counters();
+        qp.cc.on_cnp(now);
+        let after = qp.cc.counters();
+        qp.counters.rp_cnp_handled += after.rp_cnp_handled - before.rp_cnp_handled;
+        qp.counters.rp_cnp_ignored += after.rp_cnp_ignored - before.rp_cnp_ignored;
+    }
+
     fn protocol_error(qp: &mut Qp, cqs: &mut [Cq], events: &mut VecDeque<Event>, st: WcStatus) {
         qp.state = QpState::Err;
         qp.attr.qp_state = QpState::Err;
@@ -929,7 +983,15 @@ impl Device {
             let Some(qp) = self.qps.get_mut(&qpn) else {
                 continue;
             };
-            let sent = Self::transmit(qp, &mut self.mrs, &mut self.cqs, &mut self.events, now, buf);
+            let sent = Self::transmit(
+                qp,
+                &mut self.mrs,
+                &mut self.cqs,
+                &mut self.events,
+                &self.cfg.congestion.np,
+                now,
+                buf,
+            );
             self.backlogged |= !qp.backlog.is_empty();
             match sent {
                 Some(len) => {
@@ -942,12 +1004,15 @@ impl Device {
         None
     }
 
-    /// The next frame of one QP: its responses first, then its requests.
+    /// The next frame of one QP: a CNP it owes first, then its responses,
+    /// then its requests. Requests and READ response data are paced at
+    /// the QP's rate ([`crate::cc`]); CNPs and ACKs never are.
     fn transmit(
         qp: &mut Qp,
         mrs: &mut MrTable,
         cqs: &mut [Cq],
         events: &mut VecDeque<Event>,
+        np: &NpConfig,
         now: Instant,
         buf: &mut [u8],
     ) -> Option<usize> {
@@ -961,17 +1026,38 @@ impl Device {
         if !sends {
             return None;
         }
+        if let Some(pkey) = qp.np.pending {
+            if let Some(len) = path.emit_cnp(pkey, np.cnp_dscp, np.cnp_prio, buf) {
+                qp.np.pending = None;
+                qp.counters.np_cnp_sent += 1;
+                return Some(len);
+            }
+        }
+        qp.cc.advance(now);
+        let may_pace = qp.pacer.ready(now);
         if qp.resp.has_output() {
+            let paced = qp.resp.next_is_read_data();
+            if paced && !may_pace {
+                qp.paced_wait = true;
+                return None;
+            }
             if let Some(len) = qp.resp.poll(&path, mtu, mrs, &mut qp.counters, buf) {
                 if let Some(code) = qp.resp.take_failure() {
                     // That NAK was the last word: nothing queued after it.
                     qp.resp.clear_output();
                     Self::protocol_error(qp, cqs, events, nak_status(code));
                 }
+                if paced {
+                    Self::paced(qp, now, len);
+                }
                 return Some(len);
             }
         }
         if !matches!(qp.state, QpState::Rts | QpState::Sqd) {
+            return None;
+        }
+        if !may_pace {
+            qp.paced_wait = true;
             return None;
         }
         let mut env = TxEnv {
@@ -985,19 +1071,29 @@ impl Device {
             counters: &mut qp.counters,
         };
         match qp.req.poll(&mut env, now, buf) {
-            TxOutcome::Sent(len) => Some(len),
+            TxOutcome::Sent(len) => {
+                Self::paced(qp, now, len);
+                Some(len)
+            }
             TxOutcome::Fatal(status) => {
                 let (req, mut env) = qp.completer(mrs, cqs, now);
                 let _ = req.retire(&mut env);
                 Self::protocol_error(qp, cqs, events, status);
                 // The QP may still owe its peer a response.
-                Self::transmit(qp, mrs, cqs, events, now, buf)
+                Self::transmit(qp, mrs, cqs, events, np, now, buf)
             }
             TxOutcome::Idle => {
                 Self::check_drained(qp, events);
                 None
             }
         }
+    }
+
+    /// A paced packet of `len` bytes left: the controller counts it and
+    /// the pacer spaces the next one at the controller's rate.
+    fn paced(qp: &mut Qp, now: Instant, len: usize) {
+        qp.cc.on_sent(now, len as u64);
+        qp.pacer.on_sent(now, len as u64, qp.cc.rate_bps());
     }
 
     /// Puts `qpn` on the ready list (once).
@@ -1012,17 +1108,29 @@ impl Device {
 
     /// When [`Device::handle_timeout`] must next be called.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.qps
+        let timers = self
+            .qps
             .values()
             .filter(|q| matches!(q.state, QpState::Rts | QpState::Sqd))
-            .flat_map(|q| [q.req.timer, q.req.rnr_until])
-            .flatten()
-            .min()
+            .flat_map(|q| [q.req.timer, q.req.rnr_until]);
+        let pacers = self
+            .qps
+            .values()
+            .filter(|q| q.paced_wait)
+            .map(|q| q.pacer.release_at());
+        timers.chain(pacers).flatten().min()
     }
 
     /// Runs the timers due at `now`.
     pub fn handle_timeout(&mut self, now: Instant) {
         for qp in self.qps.values_mut() {
+            if qp.paced_wait && qp.pacer.ready(now) {
+                qp.paced_wait = false;
+                if !qp.ready {
+                    qp.ready = true;
+                    self.ready.push_back(qp.qpn);
+                }
+            }
             if !matches!(qp.state, QpState::Rts | QpState::Sqd) {
                 continue;
             }
@@ -1074,6 +1182,24 @@ impl Device {
     pub fn rx_counters(&self) -> &RxCounters {
         &self.rx
     }
+
+    /// The reaction point's rate, target rate, α and stages of a QP.
+    pub fn cc_state(&self, qpn: u32) -> Option<CcState> {
+        self.qps.get(&qpn).map(|q| q.cc.state())
+    }
+
+    /// The reaction point's counters of a QP.
+    pub fn cc_counters(&self, qpn: u32) -> Option<CcCounters> {
+        self.qps.get(&qpn).map(|q| *q.cc.counters())
+    }
+
+    /// Moves a QP's rate-decision records (kept when
+    /// [`CongestionConfig::trace`] is on) into `out`.
+    pub fn drain_cc_trace(&mut self, qpn: u32, out: &mut Vec<TraceRecord>) {
+        if let Some(q) = self.qps.get_mut(&qpn) {
+            q.cc.drain_trace(out);
+        }
+    }
 }
 
 /// The headers of a QP's packets from its attributes (reference B.1): the
@@ -1088,7 +1214,11 @@ fn build_path(
 ) -> Result<Path, Error> {
     let sgid = cfg.gids[av.sgid_index as usize];
     let dscp = av.traffic_class >> 2;
-    let ecn = Ecn::from_bits(av.traffic_class & 3);
+    let mut ecn = Ecn::from_bits(av.traffic_class & 3);
+    if cfg.congestion.ecn && ecn == Ecn::NotEct {
+        // ECN-capable transport (reference B.8): ECT(0), as ConnectX.
+        ecn = Ecn::Ect0;
+    }
     let ip = match (sgid, av.dgid.to_canonical()) {
         (IpAddr::V4(s), IpAddr::V4(d)) => IpRepr::v4(s, d, dscp, ecn),
         (IpAddr::V6(s), IpAddr::V6(d)) => {

@@ -56,6 +56,26 @@ impl Path {
         Some(len)
     }
 
+    /// Writes a CNP to this QP's peer (reference B.8, A17 §17.9.3): BTH
+    /// opcode 0x81 with BECN set, the marked packet's `pkey`, the peer's
+    /// QP as DestQP, PSN 0, then 16 zero bytes; IP DSCP `dscp`, Not-ECT;
+    /// on a tagged port the 802.1p priority `prio`.
+    pub fn emit_cnp(&self, pkey: u16, dscp: u8, prio: u8, buf: &mut [u8]) -> Option<usize> {
+        let mut bth = BthRepr::new(Opcode::CNP, self.dest_qp, Psn::new(0));
+        bth.pkey = pkey;
+        bth.becn = true;
+        let mut ip = self.ip;
+        ip.set_dscp(dscp);
+        ip.set_ecn(Ecn::NotEct);
+        let mut r = FrameRepr::roce(self.smac, self.dmac, ip, self.src_port, bth);
+        r.eth.vlan = self.vlan.map(|t| VlanTag { pcp: prio & 7, ..t });
+        r.ext = ExtHeaders::default();
+        r.emit_headers(0, buf).ok()?;
+        let len = r.frame_len(0);
+        seal(&mut buf[..len], r.eth.header_len()).ok()?;
+        Some(len)
+    }
+
     /// The ECN codepoint the QP's packets carry.
     pub fn ecn(&self) -> Ecn {
         self.ip.ecn()

@@ -183,6 +183,12 @@ impl Responder {
         !self.out.is_empty()
     }
 
+    /// Whether the next response is READ data (paced like requests; ACKs
+    /// are not).
+    pub fn next_is_read_data(&self) -> bool {
+        matches!(self.out.front(), Some(Out::Read { .. }))
+    }
+
     /// Drops every queued response (the QP was moved to ERR or RESET by
     /// its owner: it sends nothing more).
     pub fn clear_output(&mut self) {
