@@ -195,9 +195,15 @@ impl Lab {
         c
     }
 
-    /// Drops one in `every` RoCE frame (UDP port 4791) that the bridge
-    /// forwards, counted separately in each direction (an nftables bridge
-    /// table); `None` removes the rule. The count starts afresh each time.
+    /// Drops RoCE frames (UDP port 4791) that the bridge forwards, in each
+    /// direction with its own counters (an nftables bridge table): the
+    /// (`every`/2)-th frame, so a short run sees a drop too, then each
+    /// frame with probability 1/`every`. The drops are random, not one in
+    /// every `every` frames: a strictly periodic drop falls in step with
+    /// go-back-N (a window of about `every`/2 frames resent per loss puts
+    /// the same packet under the drop again and again, until the sender's
+    /// retries run out), which no real network does. `None` removes the
+    /// rules. The count starts afresh each time.
     pub fn set_loss(&mut self, every: Option<u32>) -> Result<()> {
         if self.loss.take().is_some() {
             sh(self
@@ -205,10 +211,10 @@ impl Lab {
                 .args(["delete", "table", "bridge", "ferroce_loss"]))?;
         }
         let Some(n) = every else { return Ok(()) };
-        // The first drop is the (n/2)-th frame, so a short run sees one too.
         let rule = |iif: &str| {
             format!(
-                "iifname \"{iif}\" udp dport 4791 numgen inc mod {n} == {} counter drop",
+                "iifname \"{iif}\" udp dport 4791 numgen inc mod 1000000000 == {} counter drop\n  \
+                 iifname \"{iif}\" udp dport 4791 numgen random mod {n} == 0 counter drop",
                 n / 2
             )
         };
@@ -234,11 +240,11 @@ impl Lab {
             .args(["list", "table", "bridge", "ferroce_loss"]))?;
         let count = |iif: &str| {
             t.lines()
-                .find(|l| l.contains(&format!("\"{iif}\"")))
-                .and_then(|l| l.split("packets ").nth(1))
-                .and_then(|s| s.split_whitespace().next())
-                .and_then(|s| s.parse().ok())
-                .unwrap_or(0)
+                .filter(|l| l.contains(&format!("\"{iif}\"")))
+                .filter_map(|l| l.split("packets ").nth(1))
+                .filter_map(|s| s.split_whitespace().next())
+                .filter_map(|s| s.parse::<u64>().ok())
+                .sum()
         };
         Ok((count(VETH_BR), count(TAP)))
     }

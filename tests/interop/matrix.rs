@@ -90,8 +90,8 @@ impl Role {
     }
 }
 
-/// One frame in `LOSS_EVERY` is dropped in each direction in the loss
-/// cells. Go-back-N resends up to a window of packets per loss, and rxe
+/// One frame in `LOSS_EVERY` on average is dropped in each direction in
+/// the loss cells (at random; see `Lab::set_loss`). Go-back-N resends up to a window of packets per loss, and rxe
 /// answers a re-issued READ after finishing every READ queued before it,
 /// so a much higher rate makes 1 MiB READs crawl under emulation.
 pub const LOSS_EVERY: u32 = 200;
