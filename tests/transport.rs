@@ -26,7 +26,9 @@ use ferroce::transport::*;
 use ferroce::wire::ext::rnr_timer_ns;
 use ferroce::wire::frame::seal;
 use ferroce::wire::opcode::Op;
-use ferroce::wire::{AckSyndrome, AethRepr, Frame, FrameRepr, IpRepr, MacAddr, NakCode, Opcode};
+use ferroce::wire::{
+    AckSyndrome, AethRepr, Ecn, Frame, FrameRepr, IpRepr, MacAddr, NakCode, Opcode,
+};
 use ferroce::wire::{AtomicEthRepr, RethRepr};
 
 const MAC_A: MacAddr = MacAddr([2, 0, 0, 0, 0, 1]);
@@ -181,6 +183,8 @@ struct Opts {
     delay: Duration,
     /// RoCE v2 over IPv6 instead of IPv4.
     ipv6: bool,
+    /// ECN, notification and reaction point of both devices.
+    congestion: CongestionConfig,
 }
 
 const REMOTE_ALL: Access = Access::LOCAL_WRITE
@@ -211,6 +215,7 @@ impl Default for Opts {
             mr_len: 1 << 18,
             delay: Duration::from_micros(1),
             ipv6: false,
+            congestion: CongestionConfig::default(),
         }
     }
 }
@@ -241,7 +246,9 @@ struct End {
 
 impl End {
     fn new(mac: MacAddr, ip: IpAddr, o: &Opts, caps: QpCaps, rcq_cap: usize) -> End {
-        let mut dev = Device::new(DeviceConfig::new(mac, ip)).unwrap();
+        let mut cfg = DeviceConfig::new(mac, ip);
+        cfg.congestion = o.congestion.clone();
+        let mut dev = Device::new(cfg).unwrap();
         let pd = dev.alloc_pd();
         let scq = dev.create_cq(o.scq_cap).unwrap();
         let rcq = dev.create_cq(rcq_cap).unwrap();
@@ -5104,4 +5111,167 @@ fn a_qp_with_max_rd_atomic_0_refuses_reads_and_atomics_at_post() {
     p.a.post(wr(2, SendOp::Send, vec![p.a.sge(0, 64)]));
     p.settle();
     assert_eq!(p.a.sent_status(), [(2, WcStatus::Success)]);
+}
+
+// ===========================================================================
+// ECN and CNPs: the notification point (A17 §17.9.3, reference B.8).
+
+/// `bytes` re-emitted with CE set (the ICRC does not cover the ECN bits,
+/// so a switch marks without touching it).
+fn ce_marked(bytes: &[u8]) -> Vec<u8> {
+    let out = reemit(bytes, |r| r.ip.set_ecn(Ecn::Ce));
+    assert!(Frame::parse(&out).unwrap().icrc_ok());
+    out
+}
+
+fn cnps(p: &Pair, from: Side) -> Vec<Seen> {
+    p.from(from)
+        .filter(|s| s.op == Opcode::CNP)
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn packets_leave_ect0_unless_ecn_is_off() {
+    for ecn in [true, false] {
+        let mut o = Opts::default();
+        o.congestion.ecn = ecn;
+        let mut p = Pair::new(o);
+        let sge = p.b.sge(0, 64);
+        p.b.recv(1, vec![sge]);
+        p.a.post(wr(1, SendOp::Send, vec![p.a.sge(0, 21)]));
+        p.settle();
+        all_ok(&p.a.sent, 1);
+        let want = if ecn { Ecn::Ect0 } else { Ecn::NotEct };
+        for s in &p.seen {
+            let f = Frame::parse(&s.bytes).unwrap();
+            assert_eq!(f.ip().ecn(), want, "{:?} from {:?}", s.op, s.from);
+        }
+    }
+}
+
+#[test]
+fn a_ce_marked_packet_makes_one_cnp_to_its_source_qp() {
+    let mut p = Pair::new(Opts::default());
+    p.set_filter(|s| {
+        if s.from == Side::A && s.is_request() {
+            Fate::Replace(ce_marked(&s.bytes))
+        } else {
+            Fate::Pass
+        }
+    });
+    let sge = p.b.sge(0, 64);
+    p.b.recv(1, vec![sge]);
+    p.a.post(wr(1, SendOp::Send, vec![p.a.sge(0, 21)]));
+    p.settle();
+    all_ok(&p.a.sent, 1);
+    let sent = cnps(&p, Side::B);
+    assert_eq!(sent.len(), 1);
+    assert_eq!(p.b.c().np_ecn_marked_roce_packets, 1);
+    assert_eq!(p.b.c().np_cnp_sent, 1);
+    assert_eq!(p.a.dev.rx_counters().cnp_received, 1);
+    // No rate control configured: the reaction point counts it ignored.
+    assert_eq!(p.a.c().rp_cnp_ignored, 1);
+    assert_eq!(p.a.c().rp_cnp_handled, 0);
+
+    // The bytes (reference B.8): BTH opcode 0x81, SE/M/Pad/TVer 0, the
+    // P_Key of the marked packet, BECN set, DestQP = A's QP, PSN 0, then
+    // 16 zero bytes and the ICRC; IP DSCP 48 (CS6), Not-ECT.
+    let cnp = &sent[0].bytes;
+    let f = Frame::parse(cnp).unwrap();
+    assert!(f.icrc_ok());
+    assert_eq!(f.ip().dscp(), 48);
+    assert_eq!(f.ip().ecn(), Ecn::NotEct);
+    let bth_at = 14 + 20 + 8;
+    let qa = p.a.qp.to_be_bytes();
+    let want_bth = [0x81, 0, 0xff, 0xff, 0x40, qa[1], qa[2], qa[3], 0, 0, 0, 0];
+    assert_eq!(cnp[bth_at..bth_at + 12], want_bth);
+    assert_eq!(cnp[bth_at + 12..bth_at + 28], [0u8; 16]);
+    assert_eq!(cnp.len(), bth_at + 28 + 4);
+    // The same frame as the wire module's CNP of the marked packet.
+    let marked = ce_marked(&p.from(Side::A).next().unwrap().bytes);
+    let mut buf = vec![0u8; 256];
+    let n = FrameRepr::cnp(&Frame::parse(&marked).unwrap().repr(), p.a.qp, 48)
+        .emit(&[], &mut buf)
+        .unwrap();
+    assert_eq!(cnp[..], buf[..n]);
+}
+
+#[test]
+fn ce_marks_within_min_time_between_cnps_make_one_cnp() {
+    let mut p = Pair::new(Opts::default());
+    p.set_filter(|s| {
+        if s.from == Side::A {
+            Fate::Replace(ce_marked(&s.bytes))
+        } else {
+            Fate::Pass
+        }
+    });
+    // 16 packets sent within the same microsecond, all marked: one CNP.
+    p.a.post(wr(
+        1,
+        write(p.b.addr(0), p.b.rkey()),
+        vec![p.a.sge(0, 16 << 10)],
+    ));
+    p.settle();
+    all_ok(&p.a.sent, 1);
+    assert_eq!(p.b.c().np_ecn_marked_roce_packets, 16);
+    assert_eq!(cnps(&p, Side::B).len(), 1);
+    // Past the interval (4 µs by default) a marked packet makes another.
+    p.now += Duration::from_micros(5);
+    p.a.post(wr(
+        2,
+        write(p.b.addr(0), p.b.rkey()),
+        vec![p.a.sge(0, 1024)],
+    ));
+    p.settle();
+    all_ok(&p.a.sent, 2);
+    assert_eq!(p.b.c().np_ecn_marked_roce_packets, 17);
+    assert_eq!(cnps(&p, Side::B).len(), 2);
+    assert_eq!(p.b.c().np_cnp_sent, 2);
+    assert_eq!(p.a.dev.rx_counters().cnp_received, 2);
+    // The ACKs B sent were not marked: A owes no CNP.
+    assert!(cnps(&p, Side::A).is_empty());
+}
+
+#[test]
+fn the_cnp_interval_and_the_notification_point_are_settings() {
+    // 50 µs as the DCQCN paper: a mark 5 µs later is covered.
+    let mut o = Opts::default();
+    o.congestion.np.min_time_between_cnps = Duration::from_micros(50);
+    let mut p = Pair::new(o);
+    p.set_filter(|s| {
+        if s.from == Side::A && s.is_request() {
+            Fate::Replace(ce_marked(&s.bytes))
+        } else {
+            Fate::Pass
+        }
+    });
+    for id in 1..=2 {
+        p.a.post(wr(id, write(p.b.addr(0), p.b.rkey()), vec![p.a.sge(0, 64)]));
+        p.settle();
+        p.now += Duration::from_micros(5);
+    }
+    all_ok(&p.a.sent, 2);
+    assert_eq!(cnps(&p, Side::B).len(), 1);
+    // Off: marks are counted, no CNP goes out.
+    let mut o = Opts::default();
+    o.congestion.np.enabled = false;
+    let mut p = Pair::new(o);
+    p.set_filter(|s| {
+        if s.from == Side::A && s.is_request() {
+            Fate::Replace(ce_marked(&s.bytes))
+        } else {
+            Fate::Pass
+        }
+    });
+    p.a.post(wr(1, write(p.b.addr(0), p.b.rkey()), vec![p.a.sge(0, 64)]));
+    p.settle();
+    all_ok(&p.a.sent, 1);
+    assert_eq!(p.b.c().np_ecn_marked_roce_packets, 1);
+    assert!(cnps(&p, Side::B).is_empty());
+}
+
+fn write(remote_addr: u64, rkey: Rkey) -> SendOp {
+    SendOp::Write { remote_addr, rkey }
 }

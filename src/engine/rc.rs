@@ -152,6 +152,8 @@ pub struct ConnectParams {
     /// First PSN each side sends (the other side's RQ PSN).
     pub psn_a: u32,
     pub psn_b: u32,
+    /// DSCP and ECN bits of every packet; default
+    /// [`DEFAULT_TRAFFIC_CLASS`](crate::transport::congestion::DEFAULT_TRAFFIC_CLASS).
     pub traffic_class: u8,
 }
 
@@ -171,7 +173,7 @@ impl Default for ConnectParams {
                 | Access::REMOTE_ATOMIC,
             psn_a: 0,
             psn_b: 0,
-            traffic_class: 0,
+            traffic_class: crate::transport::congestion::DEFAULT_TRAFFIC_CLASS,
         }
     }
 }

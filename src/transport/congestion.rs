@@ -19,6 +19,10 @@
 //!   the controller's rate paces the QP's requests and READ responses.
 
 use crate::cc::CcConfig;
+
+/// The traffic class ConnectX deployments use (reference B.8): DSCP 26
+/// and ECT(0).
+pub const DEFAULT_TRAFFIC_CLASS: u8 = 26 << 2 | 0b10;
 use crate::time::{Duration, Instant};
 
 /// The notification point's settings (ConnectX `roce_np` names).
