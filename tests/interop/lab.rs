@@ -73,6 +73,7 @@ pub struct Lab {
     pub guest: Guest,
     /// One in `every` RoCE frame is dropped on the bridge in each direction.
     loss: Option<u32>,
+    ce: bool,
 }
 
 impl Lab {
@@ -95,6 +96,7 @@ impl Lab {
                 next: std::cell::Cell::new(0),
             },
             loss: None,
+            ce: false,
         };
         sh(Command::new("ip").args(["netns", "add", &ns]))?;
         // No IPv6 on the lab's links: only the tools' frames in captures.
@@ -227,6 +229,30 @@ impl Lab {
         fs::write(&path, table).map_err(|e| e.to_string())?;
         sh(self.in_ns("nft").arg("-f").arg(&path))?;
         self.loss = Some(n);
+        Ok(())
+    }
+
+    /// Sets (`on`) or stops setting CE in the IP header of every RoCE frame
+    /// from the guest (an nftables bridge rule; it fixes the IPv4 header
+    /// checksum, and the ICRC does not cover the ECN bits).
+    pub fn set_ce_marking(&mut self, on: bool) -> Result<()> {
+        if self.ce {
+            sh(self
+                .in_ns("nft")
+                .args(["delete", "table", "bridge", "ferroce_ce"]))?;
+            self.ce = false;
+        }
+        if !on {
+            return Ok(());
+        }
+        let table = format!(
+            "table bridge ferroce_ce {{\n chain forward {{\n  type filter hook forward priority -10;\n  \
+             iifname \"{TAP}\" udp dport 4791 ip ecn set ce counter\n }}\n}}\n"
+        );
+        let path = self.dir.join("ce.nft");
+        fs::write(&path, table).map_err(|e| e.to_string())?;
+        sh(self.in_ns("nft").arg("-f").arg(&path))?;
+        self.ce = true;
         Ok(())
     }
 

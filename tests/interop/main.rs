@@ -303,6 +303,8 @@ fn run_one(
     fs::create_dir_all(dir).map_err(|e| fail("setup", e.to_string()))?;
     let config = config.to_string_lossy().into_owned();
     lab.set_loss(cell.loss).map_err(|e| fail("loss rule", e))?;
+    lab.set_ce_marking(cell.ce)
+        .map_err(|e| fail("ce rule", e))?;
     let pcap = dir.join("frames.pcap");
     let capture = lab.capture(&pcap).map_err(|e| fail("capture", e))?;
     let limit = Duration::from_millis(cell.limit_ms(v) + 10_000);
@@ -400,13 +402,41 @@ fn run_one(
     )
     .map_err(|e| fail("setup", e.to_string()))?;
     matrix::check_rxe_counters(cell, &delta).map_err(|e| fail("rxe counters", e))?;
-    check_pcap(&pcap)?;
+    let cnps = check_pcap(&pcap)?;
+    if cell.ce {
+        check_cnps(&ours, cnps)?;
+    }
     Ok(drops)
 }
 
+/// With rxe's frames marked CE, ferroce must have counted them and sent
+/// CNPs (its `--stats` line), and the capture must hold them; the run
+/// itself passing shows they broke nothing at rxe.
+fn check_cnps(ours: &str, in_capture: u64) -> Result<(), Failure> {
+    let counter = |name: &str| -> u64 {
+        ours.split_whitespace()
+            .filter_map(|w| w.strip_prefix(name)?.strip_prefix('='))
+            .filter_map(|v| v.parse::<u64>().ok())
+            .sum()
+    };
+    let marked = counter("np_ecn_marked_roce_packets");
+    let sent = counter("np_cnp_sent");
+    if marked == 0 || sent == 0 || in_capture == 0 {
+        return Err(fail(
+            "cnp",
+            format!(
+                "rxe's frames arrived marked CE: ferroce counted {marked} marked, sent {sent} CNPs, \
+                 the capture holds {in_capture}; all must be > 0"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// `ferroce decode` must find RoCE frames, every one well formed with a
-/// right ICRC. A good capture is gzipped (Wireshark reads it so).
-fn check_pcap(pcap: &Path) -> Result<(), Failure> {
+/// right ICRC; returns how many are CNPs. A good capture is gzipped
+/// (Wireshark reads it so).
+fn check_pcap(pcap: &Path) -> Result<u64, Failure> {
     let out = Command::new(common::ferroce())
         .arg("decode")
         .arg(pcap)
@@ -433,15 +463,15 @@ fn check_pcap(pcap: &Path) -> Result<(), Failure> {
         ));
     }
     let _ = Command::new("gzip").arg("-1f").arg(pcap).status();
-    Ok(())
+    Ok(text.lines().filter(|l| l.contains(" CNP ")).count() as u64)
 }
 
 /// The README's table: one row per tool and role, one column per path MTU
 /// and loss.
 fn results_table(outcomes: &[Outcome]) -> String {
     let mut s = String::from(
-        "| peer | tool | role | MTU 1024 | MTU 4096 | MTU 1024, loss | MTU 4096, loss |\n\
-         | --- | --- | --- | --- | --- | --- | --- |\n",
+        "| peer | tool | role | MTU 1024 | MTU 4096 | MTU 1024, loss | MTU 4096, loss | MTU 1024, CE marked |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- |\n",
     );
     for tool in Tool::ALL {
         for role in [Role::FerroceServer, Role::FerroceClient] {
@@ -454,14 +484,22 @@ fn results_table(outcomes: &[Outcome]) -> String {
                     Role::FerroceClient => "ferroce client",
                 }
             );
-            for (mtu, loss) in [(1024, false), (4096, false), (1024, true), (4096, true)] {
+            for (mtu, loss, ce) in [
+                (1024, false, false),
+                (4096, false, false),
+                (1024, true, false),
+                (4096, true, false),
+                (1024, false, true),
+            ] {
                 let cell = outcomes.iter().find(|o| {
                     o.cell.tool == tool
                         && o.cell.role == role
                         && o.cell.mtu == mtu
                         && o.cell.loss.is_some() == loss
+                        && o.cell.ce == ce
                 });
                 row.push_str(&match cell {
+                    None if ce && !matrix::CE_TOOLS.contains(&tool) => " — |".into(),
                     None => " not run |".into(),
                     Some(o) => {
                         let sizes: Vec<String> = o.ran.iter().map(|v| v.to_string()).collect();

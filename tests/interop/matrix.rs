@@ -96,6 +96,11 @@ impl Role {
 /// so a much higher rate makes 1 MiB READs crawl under emulation.
 pub const LOSS_EVERY: u32 = 200;
 
+/// The tools of the CE-marking cells: every kind of traffic (SEND, WRITE,
+/// READ, both directions of pingpong) makes rxe's packets arrive marked,
+/// so ferroce sends CNPs to rxe in both roles.
+pub const CE_TOOLS: [Tool; 4] = [Tool::Pingpong, Tool::WriteBw, Tool::ReadBw, Tool::SendBw];
+
 /// A cell of the README's interop table: a tool in a role at a path MTU,
 /// with or without loss. It runs one or more sizes.
 #[derive(Clone, Copy, Debug)]
@@ -104,6 +109,9 @@ pub struct Cell {
     pub role: Role,
     pub mtu: u16,
     pub loss: Option<u32>,
+    /// The bridge sets CE on every RoCE frame from rxe, so ferroce's
+    /// notification point sends CNPs to rxe.
+    pub ce: bool,
 }
 
 /// What varies between the runs of a cell.
@@ -141,9 +149,21 @@ impl Cell {
                             role,
                             mtu,
                             loss,
+                            ce: false,
                         });
                     }
                 }
+            }
+        }
+        for tool in CE_TOOLS {
+            for role in [Role::FerroceServer, Role::FerroceClient] {
+                v.push(Cell {
+                    tool,
+                    role,
+                    mtu: 1024,
+                    loss: None,
+                    ce: true,
+                });
             }
         }
         v
@@ -156,14 +176,16 @@ impl Cell {
         }
     }
 
-    /// `write-bw ferroce-server mtu 1024 loss none`.
+    /// `write-bw ferroce-server mtu 1024 loss none` (with ` ecn ce` for a
+    /// CE-marking cell).
     pub fn id(&self) -> String {
         format!(
-            "{} {} mtu {} loss {}",
+            "{} {} mtu {} loss {}{}",
             self.tool.name(),
             self.role.name(),
             self.mtu,
-            self.loss_name()
+            self.loss_name(),
+            if self.ce { " ecn ce" } else { "" }
         )
     }
 
@@ -178,7 +200,7 @@ impl Cell {
                 None => "noloss".into(),
                 Some(n) => format!("loss{n}"),
             }
-        )
+        ) + if self.ce { ".ce" } else { "" }
     }
 
     /// The runs of this cell. Every size list has a message that is not a
@@ -191,6 +213,9 @@ impl Cell {
                 Variant::Atomic("FETCH_AND_ADD"),
                 Variant::Atomic("CMP_AND_SWAP"),
             ];
+        }
+        if self.ce {
+            return vec![Variant::Size(64), Variant::Size(MIB)];
         }
         let sizes: &[usize] = match (self.mtu, self.loss) {
             (1024, None) => &[1, 64, 4096, 4099, MIB],
