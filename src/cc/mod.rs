@@ -28,9 +28,11 @@
 #![deny(unsafe_code)]
 
 mod dcqcn_cx;
+mod dcqcn_paper;
 mod pacer;
 
 pub use dcqcn_cx::{CxParams, DcqcnCx};
+pub use dcqcn_paper::{DcqcnPaper, PaperParams};
 pub use pacer::Pacer;
 
 use crate::time::Instant;
@@ -167,6 +169,8 @@ pub enum CcConfig {
     None,
     /// DCQCN as ConnectX firmware runs it, with its parameter names.
     DcqcnCx(CxParams),
+    /// DCQCN with the parameters of the paper (Zhu et al., SIGCOMM 2015).
+    DcqcnPaper(PaperParams),
 }
 
 impl CcConfig {
@@ -176,6 +180,7 @@ impl CcConfig {
         match self {
             CcConfig::None => Box::new(NoControl::new(line_bps)),
             CcConfig::DcqcnCx(p) => Box::new(DcqcnCx::new(p, line_bps)),
+            CcConfig::DcqcnPaper(p) => Box::new(DcqcnPaper::new(p, line_bps)),
         }
     }
 
@@ -184,6 +189,7 @@ impl CcConfig {
         match self {
             CcConfig::None => "none",
             CcConfig::DcqcnCx(_) => "dcqcn-cx",
+            CcConfig::DcqcnPaper(_) => "dcqcn-paper",
         }
     }
 }
