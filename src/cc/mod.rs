@@ -160,7 +160,10 @@ pub trait RateController: fmt::Debug + Send {
     fn drain_trace(&mut self, out: &mut Vec<TraceRecord>);
 }
 
-/// Which rate control a QP runs, with its parameters.
+/// Which rate control a QP runs, with its parameters. Its TOML form is
+/// `algorithm = "NAME"` and the parameters of that algorithm (see
+/// `configs/dcqcn-cx.toml`); `crate::config` reads it
+/// (`CcConfig::load`, `CcConfig::from_toml`).
 #[derive(Debug, Clone, PartialEq, Default, serde::Deserialize, serde::Serialize)]
 #[serde(tag = "algorithm", rename_all = "kebab-case")]
 pub enum CcConfig {
@@ -184,12 +187,36 @@ impl CcConfig {
         }
     }
 
-    /// The command-line name of the algorithm.
+    /// Every algorithm's name, as [`CcConfig::name`] gives it.
+    pub const NAMES: [&'static str; 3] = ["none", "dcqcn-cx", "dcqcn-paper"];
+
+    /// The command-line name of the algorithm (the `algorithm` key of its
+    /// TOML).
     pub fn name(&self) -> &'static str {
         match self {
             CcConfig::None => "none",
             CcConfig::DcqcnCx(_) => "dcqcn-cx",
             CcConfig::DcqcnPaper(_) => "dcqcn-paper",
+        }
+    }
+
+    /// The algorithm called `name`, with its default parameters.
+    pub fn from_name(name: &str) -> Option<CcConfig> {
+        match name {
+            "none" => Some(CcConfig::None),
+            "dcqcn-cx" => Some(CcConfig::DcqcnCx(CxParams::default())),
+            "dcqcn-paper" => Some(CcConfig::DcqcnPaper(PaperParams::default())),
+            _ => None,
+        }
+    }
+
+    /// Whether the parameters are in range; the error names the first
+    /// that is not.
+    pub fn check(&self) -> Result<(), String> {
+        match self {
+            CcConfig::None => Ok(()),
+            CcConfig::DcqcnCx(p) => p.check(),
+            CcConfig::DcqcnPaper(p) => p.check(),
         }
     }
 }
