@@ -214,7 +214,8 @@ pub struct DcqcnCx {
 impl DcqcnCx {
     /// A controller for a QP of line rate `line_bps` (0: unknown). `p`
     /// should have passed [`CxParams::check`]; out-of-range values are
-    /// clamped into range here rather than panic.
+    /// clamped into range where they are used (zero periods and rates
+    /// count as 1), so they neither panic nor stall the timers.
     pub fn new(p: &CxParams, line_bps: u64) -> DcqcnCx {
         let max_bps = max_rate_bps(p.rpg_max_rate, line_bps);
         DcqcnCx {
@@ -369,10 +370,10 @@ impl DcqcnCx {
         let event = if t.max(bc) < f {
             TraceEvent::FastRecovery
         } else if t.min(bc) > f {
-            self.rt = self.rt.saturating_add(mbps(self.p.rpg_hai_rate));
+            self.rt = self.rt.saturating_add(mbps(self.p.rpg_hai_rate.max(1)));
             TraceEvent::HyperIncrease
         } else {
-            self.rt = self.rt.saturating_add(mbps(self.p.rpg_ai_rate));
+            self.rt = self.rt.saturating_add(mbps(self.p.rpg_ai_rate.max(1)));
             TraceEvent::AdditiveIncrease
         };
         self.rt = self.rt.min(self.max_bps);
@@ -846,6 +847,21 @@ mod tests {
         assert_eq!(c.rate_bps(), None);
         assert_eq!(rates(&c), (LINE, LINE));
         assert!(c.counters().rate_increases < 33_333);
+    }
+
+    #[test]
+    fn unchecked_zero_increases_still_climb_by_1_mbps() {
+        let mut c = cx(CxParams {
+            rate_to_set_on_first_cnp: 10_000,
+            rpg_ai_rate: 0,
+            rpg_hai_rate: 0,
+            ..CxParams::default()
+        });
+        c.on_cnp(at(0));
+        // +300 µs fast recovery (no change), +600 µs additive:
+        // Rt = 10e9 + 1e6, Rc = 10e9 + 1e6 / 2.
+        c.advance(at(600));
+        assert_eq!(rates(&c), (10_000_500_000, 10_001_000_000));
     }
 
     #[test]

@@ -160,8 +160,9 @@ pub struct DcqcnPaper {
 
 impl DcqcnPaper {
     /// A controller for a QP of line rate `line_bps` (0: unknown). `p`
-    /// should have passed [`PaperParams::check`]; other values never
-    /// panic, though the rates they give mean little.
+    /// should have passed [`PaperParams::check`]; other values neither
+    /// panic nor stall the timers (zero periods and rates count as 1, a
+    /// NaN α as 0), though the rates they give mean little.
     pub fn new(p: &PaperParams, line_bps: u64) -> DcqcnPaper {
         let max_bps = max_rate_bps(p.max_rate_mbps, line_bps);
         DcqcnPaper {
@@ -225,7 +226,7 @@ impl DcqcnPaper {
     /// One α decay, K after the last CNP or decay.
     fn decay_alpha(&mut self, at: Instant) {
         self.alpha *= 1.0 - self.p.g;
-        if self.alpha < ALPHA_FLOOR {
+        if self.alpha.is_nan() || self.alpha < ALPHA_FLOOR {
             self.alpha = 0.0;
             self.next_alpha = None;
         } else {
@@ -246,11 +247,11 @@ impl DcqcnPaper {
             TraceEvent::FastRecovery
         } else if t.min(bc) > f {
             let i = u64::from(t.min(bc) - f);
-            let step = i.saturating_mul(mbps(self.p.hai_rate_mbps));
+            let step = i.saturating_mul(mbps(self.p.hai_rate_mbps.max(1)));
             self.rt = self.rt.saturating_add(step);
             TraceEvent::HyperIncrease
         } else {
-            self.rt = self.rt.saturating_add(mbps(self.p.ai_rate_mbps));
+            self.rt = self.rt.saturating_add(mbps(self.p.ai_rate_mbps.max(1)));
             TraceEvent::AdditiveIncrease
         };
         self.rt = self.rt.min(self.max_bps);
