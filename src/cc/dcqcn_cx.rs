@@ -52,8 +52,8 @@
 //!   1 Mb/s).
 
 use super::{
-    halfway, max_rate_bps, mbps, CcCounters, CcState, RateController, Trace, TraceEvent,
-    TraceRecord,
+    earliest_due, halfway, max_rate_bps, mbps, micros, CcCounters, CcState, RateController, Trace,
+    TraceEvent, TraceRecord,
 };
 use crate::time::{Duration, Instant};
 
@@ -239,12 +239,8 @@ impl DcqcnCx {
         }
     }
 
-    fn micros(v: u32) -> Duration {
-        Duration::from_micros(u64::from(v.max(1)))
-    }
-
     fn monitor_period(&self) -> Duration {
-        Self::micros(self.p.rate_reduce_monitor_period)
+        micros(self.p.rate_reduce_monitor_period)
     }
 
     /// Bytes per byte-counter event; 0: no byte counter.
@@ -265,15 +261,14 @@ impl DcqcnCx {
             (true, Some(c)) => Some(c + self.monitor_period()),
             _ => None,
         };
-        [
-            (self.next_alpha, Timer::Alpha),
-            (deferred_cut, Timer::DeferredCut),
-            (self.next_increase, Timer::Increase),
-        ]
-        .into_iter()
-        .filter_map(|(at, timer)| at.filter(|&at| at <= now).map(|at| (at, timer)))
-        // The first of equal minima: the tie order of `Timer`.
-        .min_by_key(|&(at, _)| at)
+        earliest_due(
+            now,
+            [
+                (self.next_alpha, Timer::Alpha),
+                (deferred_cut, Timer::DeferredCut),
+                (self.next_increase, Timer::Increase),
+            ],
+        )
     }
 
     /// The first CNP of a rate limiter: α starts at `initial_alpha_value`
@@ -283,7 +278,7 @@ impl DcqcnCx {
         self.limited = true;
         self.alpha = self.p.initial_alpha_value.min(ONE);
         self.cnp_in_alpha_period = false;
-        self.next_alpha = Some(now + Self::micros(self.p.dce_tcp_rtt));
+        self.next_alpha = Some(now + micros(self.p.dce_tcp_rtt));
         match mbps(self.p.rate_to_set_on_first_cnp) {
             0 => self.cut(now),
             r => {
@@ -299,7 +294,7 @@ impl DcqcnCx {
     fn later_cnp(&mut self, now: Instant) {
         self.cnp_in_alpha_period = true;
         if self.next_alpha.is_none() {
-            self.next_alpha = Some(now + Self::micros(self.p.dce_tcp_rtt));
+            self.next_alpha = Some(now + micros(self.p.dce_tcp_rtt));
         }
         let in_period = self
             .last_cut
@@ -325,7 +320,7 @@ impl DcqcnCx {
         } else {
             self.alpha = decayed;
         }
-        self.next_alpha = Some(at + Self::micros(self.p.dce_tcp_rtt));
+        self.next_alpha = Some(at + micros(self.p.dce_tcp_rtt));
     }
 
     /// Whether a cut sets Rt = Rc first.
@@ -355,7 +350,7 @@ impl DcqcnCx {
         self.timer_stage = 0;
         self.byte_stage = 0;
         self.bytes = 0;
-        self.next_increase = Some(at + Self::micros(self.p.rpg_time_reset));
+        self.next_increase = Some(at + micros(self.p.rpg_time_reset));
         self.last_cut = Some(at);
         self.cut_deferred = false;
         self.counters.rate_cuts += 1;
@@ -405,7 +400,7 @@ impl RateController for DcqcnCx {
                 Timer::Alpha => self.update_alpha(at),
                 Timer::DeferredCut => self.cut(at),
                 Timer::Increase => {
-                    self.next_increase = Some(at + Self::micros(self.p.rpg_time_reset));
+                    self.next_increase = Some(at + micros(self.p.rpg_time_reset));
                     self.increase(at, Stage::Timer);
                 }
             }

@@ -33,10 +33,10 @@
 //!   order, α first at equal times.
 
 use super::{
-    halfway, max_rate_bps, mbps, CcCounters, CcState, RateController, Trace, TraceEvent,
-    TraceRecord,
+    earliest_due, halfway, max_rate_bps, mbps, micros, CcCounters, CcState, RateController, Trace,
+    TraceEvent, TraceRecord,
 };
-use crate::time::{Duration, Instant};
+use crate::time::Instant;
 
 /// α below this counts as 0 (see the module docs).
 const ALPHA_FLOOR: f64 = 1.0 / (1u64 << 40) as f64;
@@ -183,10 +183,6 @@ impl DcqcnPaper {
         }
     }
 
-    fn micros(v: u32) -> Duration {
-        Duration::from_micros(u64::from(v.max(1)))
-    }
-
     fn record(&mut self, at: Instant, event: TraceEvent) {
         if self.trace.is_on() {
             let state = self.state();
@@ -196,14 +192,13 @@ impl DcqcnPaper {
 
     /// The earliest timer due by `now`, and when it is due.
     fn due(&self, now: Instant) -> Option<(Instant, Timer)> {
-        [
-            (self.next_alpha, Timer::Alpha),
-            (self.next_increase, Timer::Increase),
-        ]
-        .into_iter()
-        .filter_map(|(at, timer)| at.filter(|&at| at <= now).map(|at| (at, timer)))
-        // The first of equal minima: the tie order of `Timer`.
-        .min_by_key(|&(at, _)| at)
+        earliest_due(
+            now,
+            [
+                (self.next_alpha, Timer::Alpha),
+                (self.next_increase, Timer::Increase),
+            ],
+        )
     }
 
     /// A CNP's rate cut at `at`.
@@ -217,8 +212,8 @@ impl DcqcnPaper {
         self.timer_stage = 0;
         self.byte_stage = 0;
         self.bytes = 0;
-        self.next_alpha = Some(at + Self::micros(self.p.alpha_timer_us));
-        self.next_increase = Some(at + Self::micros(self.p.rate_timer_us));
+        self.next_alpha = Some(at + micros(self.p.alpha_timer_us));
+        self.next_increase = Some(at + micros(self.p.rate_timer_us));
         self.counters.rate_cuts += 1;
         self.record(at, TraceEvent::Cut);
     }
@@ -230,7 +225,7 @@ impl DcqcnPaper {
             self.alpha = 0.0;
             self.next_alpha = None;
         } else {
-            self.next_alpha = Some(at + Self::micros(self.p.alpha_timer_us));
+            self.next_alpha = Some(at + micros(self.p.alpha_timer_us));
         }
     }
 
@@ -277,7 +272,7 @@ impl RateController for DcqcnPaper {
             match timer {
                 Timer::Alpha => self.decay_alpha(at),
                 Timer::Increase => {
-                    self.next_increase = Some(at + Self::micros(self.p.rate_timer_us));
+                    self.next_increase = Some(at + micros(self.p.rate_timer_us));
                     self.increase(at, Stage::Timer);
                 }
             }

@@ -35,7 +35,7 @@ pub use dcqcn_cx::{CxParams, DcqcnCx};
 pub use dcqcn_paper::{DcqcnPaper, PaperParams};
 pub use pacer::Pacer;
 
-use crate::time::Instant;
+use crate::time::{Duration, Instant};
 use core::fmt;
 
 /// What a controller exposes at any time.
@@ -242,6 +242,24 @@ fn max_rate_bps(max_mbps: u32, line_bps: u64) -> u64 {
         (max, 0) => max,
         (max, line) => max.min(line),
     }
+}
+
+/// A period of `v` µs, at least 1 µs (a zero period would spin).
+fn micros(v: u32) -> Duration {
+    Duration::from_micros(u64::from(v.max(1)))
+}
+
+/// The earliest of `timers` (when, which; `None`: stopped) due by `now`;
+/// at equal times the one listed first.
+fn earliest_due<T: Copy, const N: usize>(
+    now: Instant,
+    timers: [(Option<Instant>, T); N],
+) -> Option<(Instant, T)> {
+    timers
+        .into_iter()
+        .filter_map(|(at, timer)| at.filter(|&at| at <= now).map(|at| (at, timer)))
+        // min_by_key keeps the first of equal minima.
+        .min_by_key(|&(at, _)| at)
 }
 
 /// Halfway from `rc` to `rt`, rounded towards `rt`: DCQCN's
