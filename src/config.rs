@@ -20,6 +20,7 @@
 
 #![deny(unsafe_code)]
 
+use crate::cc::CcConfig;
 use crate::dpdk::{Device, EalOptions, MempoolOptions, PortOptions};
 use serde::Deserialize;
 use std::net::Ipv4Addr;
@@ -309,6 +310,88 @@ impl Config {
     }
 }
 
+impl CcConfig {
+    /// Reads a rate-control config file: `algorithm = "NAME"` and that
+    /// algorithm's parameters (`configs/dcqcn-cx.toml`,
+    /// `configs/dcqcn-paper.toml`); absent parameters keep their defaults.
+    pub fn load(path: &Path) -> Result<CcConfig, ConfigError> {
+        let p = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: p.clone(),
+            source,
+        })?;
+        CcConfig::parse(&text, &p)
+    }
+
+    /// Parses and checks a rate-control config given as text.
+    pub fn from_toml(text: &str) -> Result<CcConfig, ConfigError> {
+        CcConfig::parse(text, "rate-control config")
+    }
+
+    /// Reads `algorithm`, then that algorithm's parameters from the text
+    /// with the `algorithm` line blanked, so that errors name the key and
+    /// the line and column of the original.
+    fn parse(text: &str, origin: &str) -> Result<CcConfig, ConfigError> {
+        #[derive(Deserialize)]
+        struct Head {
+            algorithm: toml::Spanned<String>,
+        }
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct NoParams {}
+
+        let parse_error = |e: toml::de::Error| ConfigError::Parse {
+            path: origin.to_string(),
+            source: Box::new(e),
+        };
+        let invalid = |msg: String| ConfigError::Invalid {
+            path: origin.to_string(),
+            msg,
+        };
+        let head: Head = toml::from_str(text).map_err(parse_error)?;
+        let name = head.algorithm.get_ref();
+        let params = blank_lines(text, head.algorithm.span());
+        let cfg = match CcConfig::from_name(name) {
+            Some(CcConfig::None) => {
+                toml::from_str::<NoParams>(&params).map_err(parse_error)?;
+                CcConfig::None
+            }
+            Some(CcConfig::DcqcnCx(_)) => {
+                CcConfig::DcqcnCx(toml::from_str(&params).map_err(parse_error)?)
+            }
+            Some(CcConfig::DcqcnPaper(_)) => {
+                CcConfig::DcqcnPaper(toml::from_str(&params).map_err(parse_error)?)
+            }
+            None => {
+                return Err(invalid(format!(
+                    "unknown algorithm {name:?}, expected one of {:?}",
+                    CcConfig::NAMES
+                )))
+            }
+        };
+        cfg.check()
+            .map_err(|msg| invalid(format!("{name}: {msg}")))?;
+        Ok(cfg)
+    }
+}
+
+/// `text` with the whole lines that `span` touches turned into spaces
+/// (line breaks kept), so positions in the rest stay those of `text`.
+fn blank_lines(text: &str, span: std::ops::Range<usize>) -> String {
+    let start = text[..span.start].rfind('\n').map_or(0, |i| i + 1);
+    let end = text[span.end..]
+        .find('\n')
+        .map_or(text.len(), |i| span.end + i);
+    let blank = text[start..end]
+        .chars()
+        .map(|c| if c == '\n' || c == '\r' { c } else { ' ' });
+    text[..start]
+        .chars()
+        .chain(blank)
+        .chain(text[end..].chars())
+        .collect()
+}
+
 /// The config `ferroce demo` uses when given none: two ports joined by an
 /// in-process ring link.
 pub const DEMO: &str = include_str!("../configs/demo.toml");
@@ -324,7 +407,15 @@ mod tests {
         for e in std::fs::read_dir(dir).unwrap() {
             let path = e.unwrap().path();
             if path.extension().is_some_and(|x| x == "toml") {
-                Config::load(&path).unwrap_or_else(|e| panic!("{e}"));
+                // Rate-control configs name their algorithm at the top.
+                let text = std::fs::read_to_string(&path).unwrap();
+                let table: toml::Table = text.parse().unwrap();
+                let loaded = if table.contains_key("algorithm") {
+                    CcConfig::load(&path).map(drop)
+                } else {
+                    Config::load(&path).map(drop)
+                };
+                loaded.unwrap_or_else(|e| panic!("{e}"));
                 n += 1;
             }
         }
@@ -344,6 +435,124 @@ mod tests {
         assert!(e(&format!("{port}vlan=4095")).contains("VLAN id"));
         assert!(e(&format!("{port}vlan=5\nvlan_pcp=8")).contains("PCP"));
         assert!(e(&format!("{port}vlan_pcp=3")).contains("needs a vlan"));
+    }
+
+    /// Rate-control configs (named `cc` so `cargo test cc::` runs them).
+    mod cc {
+        use crate::cc::{CcConfig, CxParams, PaperParams};
+        use std::path::Path;
+
+        fn path(file: &str) -> std::path::PathBuf {
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("configs")
+                .join(file)
+        }
+
+        fn shipped(file: &str) -> CcConfig {
+            CcConfig::load(&path(file)).unwrap_or_else(|e| panic!("{e}"))
+        }
+
+        fn error(text: &str) -> String {
+            CcConfig::from_toml(text).unwrap_err().to_string()
+        }
+
+        #[test]
+        fn the_shipped_files_load_and_are_the_defaults() {
+            assert_eq!(
+                shipped("dcqcn-cx.toml"),
+                CcConfig::DcqcnCx(CxParams::default())
+            );
+            assert_eq!(
+                shipped("dcqcn-paper.toml"),
+                CcConfig::DcqcnPaper(PaperParams::default())
+            );
+        }
+
+        #[test]
+        fn the_shipped_files_list_every_parameter() {
+            for name in ["dcqcn-cx", "dcqcn-paper"] {
+                let file = format!("{name}.toml");
+                let text = std::fs::read_to_string(path(&file)).unwrap();
+                let listed: toml::Table = text.parse().unwrap();
+                let default = CcConfig::from_name(name).unwrap();
+                let all = toml::Table::try_from(&default).unwrap();
+                let listed: Vec<_> = listed.keys().collect();
+                let all: Vec<_> = all.keys().collect();
+                assert_eq!(listed, all, "{file}");
+            }
+        }
+
+        #[test]
+        fn absent_keys_keep_their_defaults() {
+            let c = CcConfig::from_toml("algorithm = \"dcqcn-cx\"\nrpg_time_reset = 55").unwrap();
+            let want = CxParams {
+                rpg_time_reset: 55,
+                ..CxParams::default()
+            };
+            assert_eq!(c, CcConfig::DcqcnCx(want));
+            let c = CcConfig::from_toml("algorithm = \"dcqcn-paper\"\ng = 0.0625").unwrap();
+            let want = PaperParams {
+                g: 0.0625,
+                ..PaperParams::default()
+            };
+            assert_eq!(c, CcConfig::DcqcnPaper(want));
+            assert_eq!(
+                CcConfig::from_toml("algorithm = \"none\"").unwrap(),
+                CcConfig::None
+            );
+        }
+
+        #[test]
+        fn names_go_both_ways() {
+            for name in CcConfig::NAMES {
+                assert_eq!(CcConfig::from_name(name).unwrap().name(), name);
+            }
+            assert_eq!(CcConfig::from_name("dcqcn"), None);
+        }
+
+        #[test]
+        fn mistakes_are_named_not_panics() {
+            let cx = |kv: &str| error(&format!("algorithm = \"dcqcn-cx\"\n{kv}"));
+            let paper = |kv: &str| error(&format!("algorithm = \"dcqcn-paper\"\n{kv}"));
+            assert!(cx("rpg_time_rest = 300").contains("unknown field `rpg_time_rest`"));
+            assert!(paper("rpg_time_reset = 300").contains("unknown field"));
+            assert!(error("algorithm = \"timely\"").contains("unknown algorithm \"timely\""));
+            assert!(error("rpg_gd = 11").contains("missing field `algorithm`"));
+            assert!(error("algorithm = \"none\"\nrpg_gd = 11").contains("unknown field `rpg_gd`"));
+            assert!(cx("rpg_min_dec_fac = 101").contains("rpg_min_dec_fac 101 is above"));
+            assert!(cx("dce_tcp_g = 1025").contains("dce_tcp_g 1025 is above"));
+            assert!(cx("initial_alpha_value = 2000").contains("initial_alpha_value"));
+            assert!(cx("rpg_gd = 64").contains("rpg_gd 64 is above"));
+            // The key and its line, as the user wrote them.
+            assert!(cx("rpg_gd = -1").contains("line 2, column 10"));
+            assert!(cx("rpg_gd = -1").contains("rpg_gd = -1"));
+            for zero in [
+                "rpg_time_reset",
+                "dce_tcp_rtt",
+                "rate_reduce_monitor_period",
+                "rpg_min_rate",
+                "rpg_ai_rate",
+                "rpg_hai_rate",
+            ] {
+                assert!(cx(&format!("{zero} = 0")).contains(&format!("{zero} must be")));
+            }
+            assert!(cx("rpg_max_rate = 5\nrpg_min_rate = 10").contains("below rpg_min_rate"));
+            assert!(cx("rpg_threshold = \"one\"").contains("rpg_threshold"));
+            for g in ["0.0", "1.0", "-0.5", "1.5", "nan"] {
+                assert!(paper(&format!("g = {g}")).contains("outside (0, 1)"), "{g}");
+            }
+            assert!(paper("initial_alpha = 1.5").contains("initial_alpha"));
+            assert!(paper("alpha_timer_us = 0").contains("alpha_timer_us must be"));
+            assert!(paper("rate_timer_us = 0").contains("rate_timer_us must be"));
+            assert!(paper("min_rate_mbps = 0").contains("min_rate_mbps must be"));
+            assert!(cx("rpg_gd = 64").starts_with("rate-control config: dcqcn-cx:"));
+        }
+
+        #[test]
+        fn a_missing_file_is_an_error() {
+            let e = CcConfig::load(Path::new("/nonexistent/cc.toml")).unwrap_err();
+            assert!(e.to_string().contains("cannot read"));
+        }
     }
 
     #[test]

@@ -27,11 +27,15 @@
 
 #![deny(unsafe_code)]
 
+mod dcqcn_cx;
+mod dcqcn_paper;
 mod pacer;
 
+pub use dcqcn_cx::{CxParams, DcqcnCx};
+pub use dcqcn_paper::{DcqcnPaper, PaperParams};
 pub use pacer::Pacer;
 
-use crate::time::Instant;
+use crate::time::{Duration, Instant};
 use core::fmt;
 
 /// What a controller exposes at any time.
@@ -156,13 +160,20 @@ pub trait RateController: fmt::Debug + Send {
     fn drain_trace(&mut self, out: &mut Vec<TraceRecord>);
 }
 
-/// Which rate control a QP runs, with its parameters.
+/// Which rate control a QP runs, with its parameters. Its TOML form is
+/// `algorithm = "NAME"` and the parameters of that algorithm (see
+/// `configs/dcqcn-cx.toml`); `crate::config` reads it
+/// (`CcConfig::load`, `CcConfig::from_toml`).
 #[derive(Debug, Clone, PartialEq, Default, serde::Deserialize, serde::Serialize)]
 #[serde(tag = "algorithm", rename_all = "kebab-case")]
 pub enum CcConfig {
     /// No rate control: CNPs are counted as ignored.
     #[default]
     None,
+    /// DCQCN as ConnectX firmware runs it, with its parameter names.
+    DcqcnCx(CxParams),
+    /// DCQCN with the parameters of the paper (Zhu et al., SIGCOMM 2015).
+    DcqcnPaper(PaperParams),
 }
 
 impl CcConfig {
@@ -171,13 +182,119 @@ impl CcConfig {
     pub fn build(&self, line_bps: u64) -> Box<dyn RateController> {
         match self {
             CcConfig::None => Box::new(NoControl::new(line_bps)),
+            CcConfig::DcqcnCx(p) => Box::new(DcqcnCx::new(p, line_bps)),
+            CcConfig::DcqcnPaper(p) => Box::new(DcqcnPaper::new(p, line_bps)),
         }
     }
 
-    /// The command-line name of the algorithm.
+    /// Every algorithm's name, as [`CcConfig::name`] gives it.
+    pub const NAMES: [&'static str; 3] = ["none", "dcqcn-cx", "dcqcn-paper"];
+
+    /// The command-line name of the algorithm (the `algorithm` key of its
+    /// TOML).
     pub fn name(&self) -> &'static str {
         match self {
             CcConfig::None => "none",
+            CcConfig::DcqcnCx(_) => "dcqcn-cx",
+            CcConfig::DcqcnPaper(_) => "dcqcn-paper",
+        }
+    }
+
+    /// The algorithm called `name`, with its default parameters.
+    pub fn from_name(name: &str) -> Option<CcConfig> {
+        match name {
+            "none" => Some(CcConfig::None),
+            "dcqcn-cx" => Some(CcConfig::DcqcnCx(CxParams::default())),
+            "dcqcn-paper" => Some(CcConfig::DcqcnPaper(PaperParams::default())),
+            _ => None,
+        }
+    }
+
+    /// Whether the parameters are in range; the error names the first
+    /// that is not.
+    pub fn check(&self) -> Result<(), String> {
+        match self {
+            CcConfig::None => Ok(()),
+            CcConfig::DcqcnCx(p) => p.check(),
+            CcConfig::DcqcnPaper(p) => p.check(),
+        }
+    }
+}
+
+/// The line rate assumed when neither the device nor the parameters give
+/// one: 400 Gb/s. Our choice, an upper bound for the links this engine
+/// drives; it only matters once a CNP has made the QP rate-limited.
+pub const UNKNOWN_LINE_BPS: u64 = 400_000_000_000;
+
+/// Megabits per second (the unit of the DCQCN rate parameters) in bits per
+/// second.
+fn mbps(v: u32) -> u64 {
+    u64::from(v) * 1_000_000
+}
+
+/// The highest rate a controller uses: the configured maximum (`max_mbps`,
+/// 0: none) and the line rate (`line_bps`, 0: unknown), whichever is
+/// lower, or [`UNKNOWN_LINE_BPS`] when neither is known.
+fn max_rate_bps(max_mbps: u32, line_bps: u64) -> u64 {
+    match (mbps(max_mbps), line_bps) {
+        (0, 0) => UNKNOWN_LINE_BPS,
+        (0, line) => line,
+        (max, 0) => max,
+        (max, line) => max.min(line),
+    }
+}
+
+/// A period of `v` µs, at least 1 µs (a zero period would spin).
+fn micros(v: u32) -> Duration {
+    Duration::from_micros(u64::from(v.max(1)))
+}
+
+/// The earliest of `timers` (when, which; `None`: stopped) due by `now`;
+/// at equal times the one listed first.
+fn earliest_due<T: Copy, const N: usize>(
+    now: Instant,
+    timers: [(Option<Instant>, T); N],
+) -> Option<(Instant, T)> {
+    timers
+        .into_iter()
+        .filter_map(|(at, timer)| at.filter(|&at| at <= now).map(|at| (at, timer)))
+        // min_by_key keeps the first of equal minima.
+        .min_by_key(|&(at, _)| at)
+}
+
+/// Halfway from `rc` to `rt`, rounded towards `rt`: DCQCN's
+/// Rc = (Rt + Rc) / 2 in integers. Rounding towards the target lets
+/// repeated steps reach it (rounding down would stop one short forever).
+fn halfway(rc: u64, rt: u64) -> u64 {
+    if rc <= rt {
+        rc + (rt - rc).div_ceil(2)
+    } else {
+        rc - (rc - rt).div_ceil(2)
+    }
+}
+
+/// A controller's trace: off (`None`) or the records not yet drained.
+#[derive(Debug, Default)]
+struct Trace(Option<Vec<TraceRecord>>);
+
+impl Trace {
+    fn set(&mut self, on: bool) {
+        self.0 = on.then(Vec::new);
+    }
+
+    fn is_on(&self) -> bool {
+        self.0.is_some()
+    }
+
+    fn push(&mut self, time: Instant, event: TraceEvent, state: CcState) {
+        if let Some(t) = &mut self.0 {
+            t.push(TraceRecord { time, event, state });
+        }
+    }
+
+    fn drain(&mut self, out: &mut Vec<TraceRecord>) {
+        if let Some(t) = &mut self.0 {
+            out.append(t);
         }
     }
 }
@@ -188,7 +305,7 @@ impl CcConfig {
 pub struct NoControl {
     line_bps: u64,
     counters: CcCounters,
-    trace: Option<Vec<TraceRecord>>,
+    trace: Trace,
 }
 
 impl NoControl {
@@ -206,13 +323,7 @@ impl RateController for NoControl {
     fn on_cnp(&mut self, now: Instant) {
         self.counters.rp_cnp_ignored += 1;
         let state = self.state();
-        if let Some(t) = &mut self.trace {
-            t.push(TraceRecord {
-                time: now,
-                event: TraceEvent::CnpIgnored,
-                state,
-            });
-        }
+        self.trace.push(now, TraceEvent::CnpIgnored, state);
     }
 
     fn on_sent(&mut self, _now: Instant, _bytes: u64) {}
@@ -236,12 +347,10 @@ impl RateController for NoControl {
     }
 
     fn set_trace(&mut self, on: bool) {
-        self.trace = on.then(Vec::new);
+        self.trace.set(on);
     }
 
     fn drain_trace(&mut self, out: &mut Vec<TraceRecord>) {
-        if let Some(t) = &mut self.trace {
-            out.append(t);
-        }
+        self.trace.drain(out);
     }
 }
