@@ -56,6 +56,105 @@ pub struct Config {
     pub rc: RcConfig,
     /// The tools `ferroce demo` runs against each other.
     pub tools: ToolsConfig,
+    /// ECN, CNPs and rate control of every QP the tools create.
+    pub congestion: CongestionTable,
+}
+
+/// The `[congestion]` table (see `transport::congestion`): ECN marking of
+/// sent packets, the notification point's CNPs and the reaction point's
+/// rate control. ConnectX's names and defaults.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct CongestionTable {
+    /// Send ECN-capable (ECT(0)).
+    pub ecn: bool,
+    /// Answer CE-marked packets with CNPs.
+    pub notification_point: bool,
+    /// At most one CNP per QP per this many microseconds.
+    pub min_time_between_cnps_us: u64,
+    /// DSCP (0..=63) and 802.1p priority (0..=7) of CNPs.
+    pub cnp_dscp: u8,
+    pub cnp_prio: u8,
+    /// `none`, `dcqcn-cx`, `dcqcn-paper`, or a TOML file of parameters
+    /// (`configs/dcqcn-cx.toml` is one).
+    pub rate_control: String,
+    /// The rate control's line rate in Gb/s; 0: the port's link speed.
+    pub line_gbps: f64,
+}
+
+impl Default for CongestionTable {
+    fn default() -> Self {
+        let np = crate::transport::NpConfig::default();
+        CongestionTable {
+            ecn: true,
+            notification_point: np.enabled,
+            min_time_between_cnps_us: np.min_time_between_cnps.as_nanos() / 1000,
+            cnp_dscp: np.cnp_dscp,
+            cnp_prio: np.cnp_prio,
+            rate_control: "none".into(),
+            line_gbps: 0.0,
+        }
+    }
+}
+
+impl CongestionTable {
+    /// The transport's settings, for a port whose link runs at
+    /// `link_mbps` (0 when unknown).
+    pub fn resolve(&self, link_mbps: u32) -> Result<crate::transport::CongestionConfig, String> {
+        use crate::transport::{CongestionConfig, NpConfig};
+        if self.cnp_dscp > 63 {
+            return Err(format!(
+                "congestion.cnp_dscp {} is outside 0..=63",
+                self.cnp_dscp
+            ));
+        }
+        if self.cnp_prio > 7 {
+            return Err(format!(
+                "congestion.cnp_prio {} is outside 0..=7",
+                self.cnp_prio
+            ));
+        }
+        if !(self.line_gbps >= 0.0 && self.line_gbps <= 10_000.0) {
+            return Err(format!(
+                "congestion.line_gbps {} is outside 0..=10000",
+                self.line_gbps
+            ));
+        }
+        let rp = rate_control(&self.rate_control)?;
+        let line_bps = if self.line_gbps > 0.0 {
+            (self.line_gbps * 1e9) as u64
+        } else {
+            u64::from(link_mbps) * 1_000_000
+        };
+        Ok(CongestionConfig {
+            ecn: self.ecn,
+            np: NpConfig {
+                enabled: self.notification_point,
+                min_time_between_cnps: crate::time::Duration::from_micros(
+                    self.min_time_between_cnps_us,
+                ),
+                cnp_dscp: self.cnp_dscp,
+                cnp_prio: self.cnp_prio,
+            },
+            rp,
+            line_bps,
+            trace: false,
+        })
+    }
+}
+
+/// A rate control by name, or loaded from a TOML file of its parameters.
+fn rate_control(s: &str) -> Result<crate::cc::CcConfig, String> {
+    if let Some(c) = crate::cc::CcConfig::from_name(s) {
+        return Ok(c);
+    }
+    if s.ends_with(".toml") {
+        return crate::cc::CcConfig::load(Path::new(s))
+            .map_err(|e| format!("congestion.rate_control: {e}"));
+    }
+    Err(format!(
+        "congestion.rate_control {s:?} is none of none, dcqcn-cx, dcqcn-paper or a .toml file"
+    ))
 }
 
 /// The `[tools]` table: `ferroce demo` runs pingpong, write-bw, read-bw,
@@ -275,6 +374,7 @@ impl Config {
                 "ring link {l:?} has {n} end(s); it needs exactly two ports"
             ));
         }
+        self.congestion.resolve(0)?;
         if self.mempool.mbufs < 64 {
             return Err("mempool.mbufs must be at least 64".into());
         }
@@ -420,6 +520,51 @@ mod tests {
             }
         }
         assert!(n >= 6, "only {n} configs");
+    }
+
+    #[test]
+    fn the_congestion_table_reaches_the_transport() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/configs");
+        let c = Config::parse(
+            &format!(
+                "[congestion]\necn = false\nmin_time_between_cnps_us = 50\ncnp_dscp = 46\n\
+                 cnp_prio = 3\nrate_control = \"{dir}/dcqcn-paper.toml\"\n"
+            ),
+            "t.toml",
+        )
+        .unwrap();
+        let t = c.congestion.resolve(25_000).unwrap();
+        assert!(!t.ecn);
+        assert_eq!(
+            t.np.min_time_between_cnps,
+            crate::time::Duration::from_micros(50)
+        );
+        assert_eq!((t.np.cnp_dscp, t.np.cnp_prio), (46, 3));
+        assert_eq!(t.rp.name(), "dcqcn-paper");
+        assert_eq!(t.line_bps, 25_000_000_000);
+        // Defaults: ConnectX's NP, no rate control, the link's speed.
+        let d = Config::default().congestion.resolve(100_000).unwrap();
+        assert!(d.ecn && d.np.enabled);
+        assert_eq!(d.np, crate::transport::NpConfig::default());
+        assert_eq!(d.rp.name(), "none");
+        let g = CongestionTable {
+            line_gbps: 40.0,
+            rate_control: "dcqcn-cx".into(),
+            ..CongestionTable::default()
+        };
+        let r = g.resolve(100_000).unwrap();
+        assert_eq!((r.line_bps, r.rp.name()), (40_000_000_000, "dcqcn-cx"));
+    }
+
+    #[test]
+    fn congestion_mistakes_are_named() {
+        let e = |t: &str| Config::parse(t, "t.toml").unwrap_err().to_string();
+        assert!(e("[congestion]\ncnp_dscp = 64").contains("cnp_dscp"));
+        assert!(e("[congestion]\ncnp_prio = 8").contains("cnp_prio"));
+        assert!(e("[congestion]\nrate_control = \"dctcp\"").contains("dcqcn-cx"));
+        assert!(e("[congestion]\nrate_control = \"/nonexistent.toml\"").contains("nonexistent"));
+        assert!(e("[congestion]\nline_gbps = -1").contains("line_gbps"));
+        assert!(e("[congestion]\ncnp = 1").contains("unknown field"));
     }
 
     #[test]

@@ -57,6 +57,10 @@ pub fn on_port<W: OnContext>(
     cc.region_alloc = super::memory::hugepage_region;
     cc.resolve_timeout = crate::time::Duration::from_secs(10);
     cc.vlan = pc.vlan();
+    cc.congestion = cfg
+        .congestion
+        .resolve(link.speed_mbps)
+        .map_err(anyhow::Error::msg)?;
     let q = dp.queue(name)?;
     let (out, frames) = match pcap {
         None => {

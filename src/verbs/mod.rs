@@ -213,6 +213,8 @@ pub struct ContextConfig {
     pub qp: QpConfig,
     /// Most READ / atomic requests outstanding per QP.
     pub max_qp_rd_atom: u8,
+    /// ECN, CNPs and rate control.
+    pub congestion: crate::transport::CongestionConfig,
     /// Where region memory comes from (hugepages on a DPDK port, see
     /// `crate::engine::memory`).
     pub region_alloc: RegionAlloc,
@@ -232,6 +234,7 @@ impl ContextConfig {
             static_neigh: Vec::new(),
             qp: QpConfig::default(),
             max_qp_rd_atom: 16,
+            congestion: crate::transport::CongestionConfig::default(),
             region_alloc: heap_region,
             resolve_timeout: Duration::from_secs(3),
             vlan: None,
@@ -284,6 +287,7 @@ impl<B: Backend> Context<B> {
         dc.qp = cfg.qp;
         dc.max_qp_rd_atom = cfg.max_qp_rd_atom;
         dc.vlan = cfg.vlan;
+        dc.congestion = cfg.congestion;
         let mut host = Host::new(dc, cfg.neigh)?;
         for &(ip, mac) in &cfg.static_neigh {
             host.neigh.add_static(ip.to_canonical(), mac);
