@@ -5275,3 +5275,177 @@ fn the_cnp_interval_and_the_notification_point_are_settings() {
 fn write(remote_addr: u64, rkey: Rkey) -> SendOp {
     SendOp::Write { remote_addr, rkey }
 }
+
+// ===========================================================================
+// The reaction point: CNPs cut a QP's rate and its pacer spaces its
+// requests and READ responses; ACKs and CNPs are never paced.
+
+const LINE: u64 = 100_000_000_000;
+
+fn dcqcn_cx(o: &mut Opts) {
+    o.congestion.rp = ferroce::cc::CcConfig::DcqcnCx(Default::default());
+    o.congestion.line_bps = LINE;
+    o.congestion.trace = true;
+}
+
+/// Rc after one CNP at line rate, ConnectX defaults (reference C.1, C.3):
+/// α = initial_alpha_value = 1023; cut = min(Rc·α >> rpg_gd (11),
+/// Rc·(100 − rpg_min_dec_fac (50))/100) = min(49 951 171 875, 50e9).
+const AFTER_ONE_CNP: u64 = 100_000_000_000 - 49_951_171_875;
+
+/// The gap the pacer leaves after a frame of `len` bytes at `rate`.
+fn gap_ns(len: usize, rate: u64) -> u64 {
+    (len as u64 * 8 * 1_000_000_000 + rate / 2) / rate
+}
+
+/// Send times of `side`'s frames that match `pick`, and their lengths.
+fn times(p: &Pair, side: Side, pick: impl Fn(&Seen) -> bool) -> Vec<(u64, usize)> {
+    p.from(side)
+        .filter(|s| pick(s))
+        .map(|s| (s.at.as_nanos(), s.bytes.len()))
+        .collect()
+}
+
+fn assert_paced(sent: &[(u64, usize)], rate: u64) {
+    assert!(sent.len() > 2);
+    for w in sent.windows(2) {
+        let ((t0, len), (t1, _)) = (w[0], w[1]);
+        assert_eq!(t1 - t0, gap_ns(len, rate), "frames at {t0} and {t1} ns");
+    }
+}
+
+#[test]
+fn a_cnp_cuts_the_senders_rate_and_its_requests_are_paced_at_it() {
+    let mut o = Opts::default();
+    dcqcn_cx(&mut o);
+    let mut p = Pair::new(o);
+    let marked = Rc::new(Cell::new(false));
+    let m = marked.clone();
+    p.set_filter(move |s| {
+        if s.from == Side::A && s.is_request() && !m.get() {
+            m.set(true);
+            Fate::Replace(ce_marked(&s.bytes))
+        } else {
+            Fate::Pass
+        }
+    });
+    // Before any CNP nothing is paced: the 16 packets leave at once.
+    p.a.post(wr(
+        1,
+        write(p.b.addr(0), p.b.rkey()),
+        vec![p.a.sge(0, 16 << 10)],
+    ));
+    p.settle();
+    all_ok(&p.a.sent, 1);
+    let first = times(&p, Side::A, |s| s.is_request());
+    assert!(first.iter().all(|(t, _)| *t == 0));
+    let qa = p.a.qp;
+    assert_eq!(p.a.c().rp_cnp_handled, 1);
+    let st = p.a.dev.cc_state(qa).unwrap();
+    assert_eq!(st.rate_bps, AFTER_ONE_CNP);
+    // The next message leaves at the cut rate, one frame per gap.
+    let t0 = p.now.as_nanos();
+    p.a.post(wr(
+        2,
+        write(p.b.addr(0), p.b.rkey()),
+        vec![p.a.sge(0, 16 << 10)],
+    ));
+    p.settle();
+    all_ok(&p.a.sent, 2);
+    let second = times(&p, Side::A, |s| s.is_request() && s.at.as_nanos() >= t0);
+    assert_eq!(second.len(), 16);
+    assert_paced(&second, AFTER_ONE_CNP);
+    // The trace: the CNP (with the state it found) and the cut.
+    let mut trace = Vec::new();
+    p.a.dev.drain_cc_trace(qa, &mut trace);
+    let events: Vec<&str> = trace.iter().map(|r| r.event.name()).collect();
+    assert_eq!(events, ["cnp", "cut"]);
+    assert_eq!(trace[1].state.rate_bps, AFTER_ONE_CNP);
+}
+
+#[test]
+fn read_responses_are_paced_at_the_responders_rate() {
+    // For a READ the data flows from B: A's notification point sends the
+    // CNP to B, whose pacer spaces its responses.
+    let mut o = Opts::default();
+    dcqcn_cx(&mut o);
+    let mut p = Pair::new(o);
+    let marked = Rc::new(Cell::new(false));
+    let m = marked.clone();
+    p.set_filter(move |s| {
+        if s.from == Side::B && s.is_read_resp() && !m.get() {
+            m.set(true);
+            Fate::Replace(ce_marked(&s.bytes))
+        } else {
+            Fate::Pass
+        }
+    });
+    let read = |p: &Pair, id| {
+        wr(
+            id,
+            SendOp::Read {
+                remote_addr: p.b.addr(0),
+                rkey: p.b.rkey(),
+            },
+            vec![p.a.sge(0, 16 << 10)],
+        )
+    };
+    let r = read(&p, 1);
+    p.a.post(r);
+    p.settle();
+    all_ok(&p.a.sent, 1);
+    assert_eq!(p.a.c().np_cnp_sent, 1);
+    assert_eq!(p.b.c().rp_cnp_handled, 1);
+    assert_eq!(p.b.dev.cc_state(p.b.qp).unwrap().rate_bps, AFTER_ONE_CNP);
+    let t0 = p.now.as_nanos();
+    let r = read(&p, 2);
+    p.a.post(r);
+    p.settle();
+    all_ok(&p.a.sent, 2);
+    let resp = times(&p, Side::B, |s| s.is_read_resp() && s.at.as_nanos() >= t0);
+    assert_eq!(resp.len(), 16);
+    assert_paced(&resp, AFTER_ONE_CNP);
+}
+
+#[test]
+fn acks_and_cnps_are_not_paced() {
+    // B's rate is cut (A answers B's marked ACK with a CNP), and then a
+    // marked request makes B send a CNP: B's ACKs and CNP leave the
+    // instant the request arrives, whatever its pacer says.
+    let mut o = Opts::default();
+    dcqcn_cx(&mut o);
+    o.congestion.rp = ferroce::cc::CcConfig::DcqcnCx(ferroce::cc::CxParams {
+        // cut = min(Rc·α >> 10, Rc·(100 − 0)/100): nearly all of it.
+        rpg_gd: 10,
+        rpg_min_dec_fac: 0,
+        ..Default::default()
+    });
+    let mut p = Pair::new(o);
+    p.set_filter(|s| {
+        if s.is_ack() || (s.from == Side::A && s.is_request()) {
+            Fate::Replace(ce_marked(&s.bytes))
+        } else {
+            Fate::Pass
+        }
+    });
+    for id in 1..=3 {
+        p.a.post(wr(id, write(p.b.addr(0), p.b.rkey()), vec![p.a.sge(0, 64)]));
+        p.settle();
+        p.now += Duration::from_micros(10);
+    }
+    all_ok(&p.a.sent, 3);
+    assert!(p.b.c().rp_cnp_handled >= 1);
+    assert!(p.b.dev.cc_state(p.b.qp).unwrap().rate_bps < LINE / 100);
+    // Each request was answered (ACK, and a CNP) 1 µs after A sent it: the
+    // wire's delay, no pacing.
+    let reqs = times(&p, Side::A, |s| s.is_request());
+    let acks = times(&p, Side::B, |s| s.is_ack());
+    let cnps = times(&p, Side::B, |s| s.op == Opcode::CNP);
+    assert_eq!(reqs.len(), 3);
+    assert_eq!(acks.len(), 3);
+    assert_eq!(cnps.len(), 3);
+    for i in 0..3 {
+        assert_eq!(acks[i].0, reqs[i].0 + 1_000);
+        assert_eq!(cnps[i].0, reqs[i].0 + 1_000);
+    }
+}
