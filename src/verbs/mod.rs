@@ -638,6 +638,27 @@ impl<B: Backend> Context<B> {
         self.host.dev.counters()
     }
 
+    /// The QP's reaction point now: rate, target rate, α and stages.
+    pub fn cc_state(&self, qp: &Qp) -> Result<crate::cc::CcState, Error> {
+        self.mine(qp.ctx)?;
+        self.host
+            .dev
+            .cc_state(qp.qpn)
+            .ok_or(Error::Verb(transport::Error::NoSuchQp))
+    }
+
+    /// Moves the QP's rate-decision records into `out` (kept when
+    /// `ContextConfig::congestion.trace` is on).
+    pub fn drain_cc_trace(
+        &mut self,
+        qp: &Qp,
+        out: &mut Vec<crate::cc::TraceRecord>,
+    ) -> Result<(), Error> {
+        self.mine(qp.ctx)?;
+        self.host.dev.drain_cc_trace(qp.qpn, out);
+        Ok(())
+    }
+
     pub fn rx_counters(&self) -> &RxCounters {
         self.host.dev.rx_counters()
     }
