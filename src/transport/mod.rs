@@ -848,27 +848,9 @@ impl Device {
             self.rx.unsupported_transport += 1;
             return;
         }
-        let Some(qp) = self.qps.get_mut(&f.dest_qp()) else {
-            self.rx.unknown_qp += 1;
+        let Some(qp) = Self::addressed_qp(&mut self.qps, &mut self.rx, &self.cfg.pkeys, &f) else {
             return;
         };
-        if !matches!(qp.state, QpState::Rtr | QpState::Rts | QpState::Sqd) {
-            qp.counters.state_drops += 1;
-            return;
-        }
-        let pkey = self.cfg.pkeys[qp.attr.pkey_index as usize];
-        if !pkey_match(f.bth_view().pkey(), pkey) {
-            qp.counters.pkey_violation += 1;
-            return;
-        }
-        if !qp
-            .attr
-            .ah_attr
-            .is_some_and(|av| av.dgid.to_canonical() == ip.src().to_canonical())
-        {
-            qp.counters.wrong_source += 1;
-            return;
-        }
         qp.counters.rcvd_pkts += 1;
         if ip.ecn() == Ecn::Ce {
             qp.counters.np_ecn_marked_roce_packets += 1;
@@ -915,22 +897,28 @@ impl Device {
         self.wake(qpn);
     }
 
-    /// A CNP (reference B.8): the reaction point of the QP it names takes
-    /// it, if the QP is connected, the P_Key matches and it comes from the
-    /// QP's peer.
-    fn on_cnp(&mut self, now: Instant, f: &Frame<'_>) {
-        let Some(qp) = self.qps.get_mut(&f.dest_qp()) else {
-            self.rx.unknown_qp += 1;
-            return;
+    /// The QP a packet (request, response or CNP) is for, if it may take
+    /// it: the QP exists (else `unknown_qp`), can receive in its state
+    /// (RTR, RTS or SQD, else `state_drops`), the P_Key matches its own
+    /// (else `pkey_violation`) and the packet comes from its peer's GID
+    /// (else `wrong_source`); rxe's `hdr_check()` checks the same.
+    fn addressed_qp<'q>(
+        qps: &'q mut KeyMap<Qp>,
+        rx: &mut RxCounters,
+        pkeys: &[u16],
+        f: &Frame<'_>,
+    ) -> Option<&'q mut Qp> {
+        let Some(qp) = qps.get_mut(&f.dest_qp()) else {
+            rx.unknown_qp += 1;
+            return None;
         };
         if !matches!(qp.state, QpState::Rtr | QpState::Rts | QpState::Sqd) {
             qp.counters.state_drops += 1;
-            return;
+            return None;
         }
-        let pkey = self.cfg.pkeys[qp.attr.pkey_index as usize];
-        if !pkey_match(f.bth_view().pkey(), pkey) {
+        if !pkey_match(f.bth_view().pkey(), pkeys[qp.attr.pkey_index as usize]) {
             qp.counters.pkey_violation += 1;
-            return;
+            return None;
         }
         let src = f.ip().src().to_canonical();
         if !qp
@@ -939,8 +927,17 @@ impl Device {
             .is_some_and(|av| av.dgid.to_canonical() == src)
         {
             qp.counters.wrong_source += 1;
-            return;
+            return None;
         }
+        Some(qp)
+    }
+
+    /// A CNP (reference B.8) goes to the reaction point of the QP it
+    /// names, under the checks of [`Device::addressed_qp`].
+    fn on_cnp(&mut self, now: Instant, f: &Frame<'_>) {
+        let Some(qp) = Self::addressed_qp(&mut self.qps, &mut self.rx, &self.cfg.pkeys, f) else {
+            return;
+        };
         let before = *qp.cc.counters();
         qp.cc.on_cnp(now);
         let after = qp.cc.counters();
