@@ -5124,6 +5124,20 @@ fn ce_marked(bytes: &[u8]) -> Vec<u8> {
     out
 }
 
+/// A filter that marks CE the frames `pick` chooses, at most `limit` of
+/// them, as a switch on the way would.
+fn mark_ce(limit: usize, pick: impl Fn(&Seen) -> bool + 'static) -> impl FnMut(&Seen) -> Fate {
+    let mut left = limit;
+    move |s| {
+        if left > 0 && pick(s) {
+            left -= 1;
+            Fate::Replace(ce_marked(&s.bytes))
+        } else {
+            Fate::Pass
+        }
+    }
+}
+
 fn cnps(p: &Pair, from: Side) -> Vec<Seen> {
     p.from(from)
         .filter(|s| s.op == Opcode::CNP)
@@ -5153,13 +5167,7 @@ fn packets_leave_ect0_unless_ecn_is_off() {
 #[test]
 fn a_ce_marked_packet_makes_one_cnp_to_its_source_qp() {
     let mut p = Pair::new(Opts::default());
-    p.set_filter(|s| {
-        if s.from == Side::A && s.is_request() {
-            Fate::Replace(ce_marked(&s.bytes))
-        } else {
-            Fate::Pass
-        }
-    });
+    p.set_filter(mark_ce(usize::MAX, |s| s.from == Side::A && s.is_request()));
     let sge = p.b.sge(0, 64);
     p.b.recv(1, vec![sge]);
     p.a.post(wr(1, SendOp::Send, vec![p.a.sge(0, 21)]));
@@ -5200,13 +5208,7 @@ fn a_ce_marked_packet_makes_one_cnp_to_its_source_qp() {
 #[test]
 fn ce_marks_within_min_time_between_cnps_make_one_cnp() {
     let mut p = Pair::new(Opts::default());
-    p.set_filter(|s| {
-        if s.from == Side::A {
-            Fate::Replace(ce_marked(&s.bytes))
-        } else {
-            Fate::Pass
-        }
-    });
+    p.set_filter(mark_ce(usize::MAX, |s| s.from == Side::A));
     // 16 packets sent within the same microsecond, all marked: one CNP.
     p.a.post(wr(
         1,
@@ -5240,13 +5242,7 @@ fn the_cnp_interval_and_the_notification_point_are_settings() {
     let mut o = Opts::default();
     o.congestion.np.min_time_between_cnps = Duration::from_micros(50);
     let mut p = Pair::new(o);
-    p.set_filter(|s| {
-        if s.from == Side::A && s.is_request() {
-            Fate::Replace(ce_marked(&s.bytes))
-        } else {
-            Fate::Pass
-        }
-    });
+    p.set_filter(mark_ce(usize::MAX, |s| s.from == Side::A && s.is_request()));
     for id in 1..=2 {
         p.a.post(wr(id, write(p.b.addr(0), p.b.rkey()), vec![p.a.sge(0, 64)]));
         p.settle();
@@ -5258,13 +5254,7 @@ fn the_cnp_interval_and_the_notification_point_are_settings() {
     let mut o = Opts::default();
     o.congestion.np.enabled = false;
     let mut p = Pair::new(o);
-    p.set_filter(|s| {
-        if s.from == Side::A && s.is_request() {
-            Fate::Replace(ce_marked(&s.bytes))
-        } else {
-            Fate::Pass
-        }
-    });
+    p.set_filter(mark_ce(usize::MAX, |s| s.from == Side::A && s.is_request()));
     p.a.post(wr(1, write(p.b.addr(0), p.b.rkey()), vec![p.a.sge(0, 64)]));
     p.settle();
     all_ok(&p.a.sent, 1);
@@ -5319,16 +5309,7 @@ fn a_cnp_cuts_the_senders_rate_and_its_requests_are_paced_at_it() {
     let mut o = Opts::default();
     dcqcn_cx(&mut o);
     let mut p = Pair::new(o);
-    let marked = Rc::new(Cell::new(false));
-    let m = marked.clone();
-    p.set_filter(move |s| {
-        if s.from == Side::A && s.is_request() && !m.get() {
-            m.set(true);
-            Fate::Replace(ce_marked(&s.bytes))
-        } else {
-            Fate::Pass
-        }
-    });
+    p.set_filter(mark_ce(1, |s| s.from == Side::A && s.is_request()));
     // Before any CNP nothing is paced: the 16 packets leave at once.
     p.a.post(wr(
         1,
@@ -5370,16 +5351,7 @@ fn read_responses_are_paced_at_the_responders_rate() {
     let mut o = Opts::default();
     dcqcn_cx(&mut o);
     let mut p = Pair::new(o);
-    let marked = Rc::new(Cell::new(false));
-    let m = marked.clone();
-    p.set_filter(move |s| {
-        if s.from == Side::B && s.is_read_resp() && !m.get() {
-            m.set(true);
-            Fate::Replace(ce_marked(&s.bytes))
-        } else {
-            Fate::Pass
-        }
-    });
+    p.set_filter(mark_ce(1, |s| s.from == Side::B && s.is_read_resp()));
     let read = |p: &Pair, id| {
         wr(
             id,
@@ -5421,13 +5393,9 @@ fn acks_and_cnps_are_not_paced() {
         ..Default::default()
     });
     let mut p = Pair::new(o);
-    p.set_filter(|s| {
-        if s.is_ack() || (s.from == Side::A && s.is_request()) {
-            Fate::Replace(ce_marked(&s.bytes))
-        } else {
-            Fate::Pass
-        }
-    });
+    p.set_filter(mark_ce(usize::MAX, |s| {
+        s.is_ack() || (s.from == Side::A && s.is_request())
+    }));
     for id in 1..=3 {
         p.a.post(wr(id, write(p.b.addr(0), p.b.rkey()), vec![p.a.sge(0, 64)]));
         p.settle();
