@@ -9,7 +9,7 @@
 //! RDMA WRITEs (64 KiB by default) outstanding from time 0 until
 //! [`IncastConfig::duration`]; it then stops posting, and the run goes on
 //! until every WRITE has completed ("drained") or
-//! [`IncastConfig::drain_limit`] more virtual time has passed.
+//! [`IncastConfig::drain_limit_or_auto`] more virtual time has passed.
 //!
 //! Every egress port of the switch marks ECN-capable frames with RED's
 //! curve ([`RedConfig`]; RFC 3168, the DCQCN congestion point of reference
@@ -41,7 +41,10 @@
 //! - **Bottleneck utilisation** over the second half: the wire bytes the
 //!   switch delivered to the receiver (whole frames: headers, payload,
 //!   ICRC; the simulator adds no preamble, gap or FCS) over R x time; and
-//!   the same for goodput alone (the WRITE payload completed).
+//!   the same for goodput alone (the WRITE payload completed). Both count
+//!   whole frames and whole WRITEs at the instant they arrive or complete,
+//!   so a half that carries only a few of them (a short run on a slow
+//!   link) can read a little above 100%.
 //! - **The queue** of the switch port towards the receiver, sampled every
 //!   [`IncastConfig::queue_sample`]: p50, p99 and max over the whole run
 //!   and over the second half ([`percentile`], nearest rank); and the
@@ -185,8 +188,9 @@ pub struct IncastConfig {
     /// Local ACK timeout exponent; `None`: [`IncastConfig::timeout_or_auto`].
     pub timeout: Option<u8>,
     pub retry_cnt: u8,
-    /// How long after `duration` the run waits for outstanding WRITEs.
-    pub drain_limit: Duration,
+    /// How long after `duration` the run waits for outstanding WRITEs;
+    /// `None`: [`IncastConfig::drain_limit_or_auto`].
+    pub drain_limit: Option<Duration>,
     /// The bottleneck queue is sampled this often.
     pub queue_sample: Duration,
     /// Per-flow goodput and rate are sampled this often (`flows.csv`).
@@ -218,7 +222,7 @@ impl IncastConfig {
             window: None,
             timeout: None,
             retry_cnt: 7,
-            drain_limit: Duration::from_millis(20),
+            drain_limit: None,
             queue_sample: Duration::from_micros(1),
             flow_sample: Duration::from_micros(100),
             seed: 1,
@@ -272,6 +276,18 @@ impl IncastConfig {
         let ser = serialization_time(usize::try_from(bytes).unwrap_or(usize::MAX), self.rate_bps);
         let need = 2 * (4 * self.link_delay.as_nanos() + ser.as_nanos());
         (1..=31).find(|&t| 4096u64 << t >= need).unwrap_or(31)
+    }
+
+    /// The drain limit given, or 20 ms, or, if longer, the time a QP that
+    /// makes no progress takes to exhaust its retries ((retry_cnt + 1)
+    /// ACK timeouts): by then every WRITE has completed, one way or the
+    /// other, unless a QP still crawls forward.
+    pub fn drain_limit_or_auto(&self) -> Duration {
+        if let Some(d) = self.drain_limit {
+            return d;
+        }
+        let t = Duration::from_nanos(4096u64 << self.timeout_or_auto().min(31));
+        Duration::from_millis(20).max(t.saturating_mul(u64::from(self.retry_cnt) + 1))
     }
 
     /// Checks every field (see [`IncastError`]).
@@ -931,7 +947,7 @@ impl<'a> Run<'a> {
         let start = self.net.now();
         let end = start + cfg.duration;
         let half = start + Duration::from_nanos(cfg.duration.as_nanos() / 2);
-        let limit = end + cfg.drain_limit;
+        let limit = end + cfg.drain_limit_or_auto();
         let mut next_q = start;
         let mut next_f = start + cfg.flow_sample;
         let mut half_done = false;
@@ -1219,6 +1235,16 @@ mod tests {
             4
         );
         assert_eq!(c.timeout_or_auto(), 9);
+        // 8 timeouts of 2.1 ms are less than 20 ms; 8 of 16.8 ms are more.
+        assert_eq!(c.drain_limit_or_auto(), Duration::from_millis(20));
+        let mut e = c.clone();
+        e.timeout = Some(12);
+        assert_eq!(
+            e.drain_limit_or_auto(),
+            Duration::from_nanos(8 * (4096 << 12))
+        );
+        e.drain_limit = Some(Duration::from_millis(1));
+        assert_eq!(e.drain_limit_or_auto(), Duration::from_millis(1));
         // Enough outstanding to overflow the buffer without rate control.
         for n in [1, 2, 8, 16, 64] {
             let c = IncastConfig::new(n, 100_000_000_000, CcConfig::None);
