@@ -112,8 +112,11 @@ enum Cmd {
     /// Two hosts on a simulated link run a mix of SEND, WRITE, READ and
     /// atomics over RC and verify every byte and atomic result where it
     /// lands. One summary line per seed (and a total line for --seeds).
-    /// Exits 1 on a mismatch, an error completion or a hang.
-    Sim(SimArgs),
+    /// Exits 1 on a mismatch, an error completion or a hang. With
+    /// --incast N: N senders into one receiver through a switch that marks
+    /// ECN, measured (goodput, fairness, utilisation, queue, CNPs, drops);
+    /// exits 1 on an error completion or WRITEs left undone.
+    Sim(Box<SimArgs>),
 }
 
 /// Where an interop tool runs and what it records.
@@ -275,18 +278,65 @@ struct PingpongArgs {
 
 #[derive(clap::Args)]
 struct SimArgs {
+    /// Incast mode: N senders (1-64) each write RDMA WRITEs into one
+    /// receiver through one switch whose ports mark ECN (RED) and drop at
+    /// the tail; prints goodput per flow, Jain's fairness, bottleneck
+    /// utilisation, queue percentiles, CNPs and drops. Takes --rate,
+    /// --delay, --mtu (default 4096), --size (one size, default 64K),
+    /// --window (default: enough to overflow the buffer without rate
+    /// control), --timeout, --retry-cnt, --seed, --json and the incast
+    /// flags (--duration, --cc, --kmin, --kmax, --pmax, --buffer, --csv).
+    #[arg(
+        long,
+        value_name = "N",
+        conflicts_with_all = [
+            "ops", "msgs", "loss", "reorder", "dup", "corrupt", "seeds", "reorder_delay",
+            "queue_bytes", "qps", "bidir", "recvs", "recv_delay", "time_limit", "pcap",
+        ]
+    )]
+    incast: Option<usize>,
+    /// Incast: how long the senders post WRITEs, in virtual time (e.g.
+    /// 20ms; default 20ms).
+    #[arg(long, requires = "incast")]
+    duration: Option<String>,
+    /// Incast: the senders' rate control: dcqcn-cx, dcqcn-paper or none
+    /// (default dcqcn-cx). The CNP interval follows: 50us for dcqcn-paper,
+    /// 4us otherwise.
+    #[arg(long, requires = "incast")]
+    cc: Option<String>,
+    /// Incast: ECN marking starts above this many bytes queued (K and M
+    /// suffixes, binary; default 100 KB x rate / 25G, 400000 at 100G).
+    #[arg(long, requires = "incast")]
+    kmin: Option<String>,
+    /// Incast: every ECN-capable frame is marked above this many bytes
+    /// queued (default 400 KB x rate / 25G, 1600000 at 100G).
+    #[arg(long, requires = "incast")]
+    kmax: Option<String>,
+    /// Incast: the marking probability at Kmax (default 0.2).
+    #[arg(long, requires = "incast")]
+    pmax: Option<f64>,
+    /// Incast: the switch ports' drop-tail buffer in bytes (K and M
+    /// suffixes; default 2 x Kmax).
+    #[arg(long, requires = "incast")]
+    buffer: Option<String>,
+    /// Incast: write queue.csv, flows.csv and cc_trace.csv into this
+    /// directory (created if missing).
+    #[arg(long, value_name = "DIR", requires = "incast")]
+    csv: Option<PathBuf>,
     /// Operations to mix, comma-separated: send, write, read, atomic (or all).
     #[arg(long, default_value = "send,write,read,atomic")]
     ops: String,
     /// Messages per seed (spread over the QP pairs).
     #[arg(long, default_value_t = 2000)]
     msgs: u64,
-    /// Message sizes in bytes, MIN-MAX (uniform) or one size; K and M suffixes.
-    #[arg(long, default_value = "1-8192")]
-    size: String,
-    /// Path MTU: 256, 512, 1024, 2048 or 4096.
-    #[arg(long, default_value_t = 1024)]
-    mtu: u32,
+    /// Message sizes in bytes, MIN-MAX (uniform) or one size; K and M
+    /// suffixes [default: 1-8192; with --incast one size, 64K].
+    #[arg(long)]
+    size: Option<String>,
+    /// Path MTU: 256, 512, 1024, 2048 or 4096 [default: 1024; 4096 with
+    /// --incast].
+    #[arg(long)]
+    mtu: Option<u32>,
     /// Probability that a frame is lost (each direction).
     #[arg(long, default_value_t = 0.0)]
     loss: f64,
@@ -325,9 +375,10 @@ struct SimArgs {
     /// and responder at once); otherwise host A posts and host B answers.
     #[arg(long)]
     bidir: bool,
-    /// Work requests outstanding per QP at most.
-    #[arg(long, default_value_t = 64)]
-    window: u32,
+    /// Work requests outstanding per QP at most [default: 64; with
+    /// --incast, enough to overflow the buffer without rate control].
+    #[arg(long)]
+    window: Option<u32>,
     /// Receive buffers the responder keeps posted per QP (default: window +
     /// 8, so a SEND never waits; fewer exercise RNR NAKs).
     #[arg(long)]
@@ -767,7 +818,10 @@ fn sim(a: &SimArgs) -> Result<bool> {
     use ferroce::backend::sim::LinkConfig;
     use ferroce::engine::simrun::{self, SimConfig, SimRun, Totals};
     use std::io::Write;
-    let (size_min, size_max) = simrun::parse_size(&a.size)?;
+    if let Some(n) = a.incast {
+        return sim_incast(a, n);
+    }
+    let (size_min, size_max) = simrun::parse_size(a.size.as_deref().unwrap_or("1-8192"))?;
     let link = LinkConfig {
         rate_bps: simrun::parse_rate(&a.rate)?,
         delay: simrun::parse_duration(&a.delay)?,
@@ -777,17 +831,18 @@ fn sim(a: &SimArgs) -> Result<bool> {
         dup: a.dup,
         corrupt: a.corrupt,
         queue_bytes: a.queue_bytes,
+        ecn: None,
     };
     let run = SimRun::new(SimConfig {
         ops: simrun::parse_ops(&a.ops)?,
         msgs: a.msgs,
         size_min,
         size_max,
-        mtu: a.mtu,
+        mtu: a.mtu.unwrap_or(1024),
         link,
         qps: a.qps,
         bidir: a.bidir,
-        window: a.window,
+        window: a.window.unwrap_or(64),
         recvs: a.recvs,
         recv_delay: simrun::parse_duration(&a.recv_delay)?,
         timeout: a.timeout,
@@ -867,6 +922,72 @@ fn sim(a: &SimArgs) -> Result<bool> {
         }
     }
     Ok(totals.ok())
+}
+
+/// A byte count for an incast flag: one size with an optional K or M
+/// suffix (binary), as `--size` takes it.
+fn parse_bytes(flag: &str, s: &str) -> Result<usize> {
+    match ferroce::engine::simrun::parse_size(s) {
+        Ok((a, b)) if a == b => Ok(a as usize),
+        _ => bail!("{flag} {s:?} is not a byte count (e.g. 400000, 400K, 2M)"),
+    }
+}
+
+/// `ferroce sim --incast N`: one incast run, its table (or one JSON
+/// object); Ok(false) (exit 1) when a completion failed or the WRITEs did
+/// not drain.
+fn sim_incast(a: &SimArgs, n: usize) -> Result<bool> {
+    use ferroce::engine::incast::{self, IncastConfig};
+    use ferroce::engine::simrun;
+    use std::io::Write;
+    let rate = simrun::parse_rate(&a.rate)?;
+    let cc = incast::parse_cc(a.cc.as_deref().unwrap_or("dcqcn-cx"))?;
+    let mut cfg = IncastConfig::new(n, rate, cc);
+    cfg.link_delay = simrun::parse_duration(&a.delay)?;
+    if let Some(d) = &a.duration {
+        cfg.duration = simrun::parse_duration(d)?;
+    }
+    if let Some(k) = &a.kmin {
+        cfg.red.kmin_bytes = parse_bytes("--kmin", k)?;
+    }
+    if let Some(k) = &a.kmax {
+        cfg.red.kmax_bytes = parse_bytes("--kmax", k)?;
+    }
+    if let Some(p) = a.pmax {
+        cfg.red.pmax = p;
+    }
+    if let Some(b) = &a.buffer {
+        cfg.buffer_bytes = Some(parse_bytes("--buffer", b)?);
+    }
+    if let Some(m) = a.mtu {
+        cfg.mtu = m;
+    }
+    if let Some(s) = &a.size {
+        cfg.message_bytes =
+            u32::try_from(parse_bytes("--size", s)?).context("--size is too large")?;
+    }
+    cfg.window = a.window;
+    cfg.timeout = a.timeout;
+    cfg.retry_cnt = a.retry_cnt;
+    cfg.seed = a.seed;
+    cfg.csv_dir = a.csv.clone();
+    let r = incast::run(&cfg)?;
+    let out = std::io::stdout();
+    let mut out = out.lock();
+    if a.json {
+        writeln!(
+            out,
+            "{}",
+            serde_json::json!({ "kind": "incast", "result": r })
+        )?;
+    } else {
+        writeln!(out, "{r}")?;
+    }
+    out.flush()?;
+    if let Some(s) = &r.stopped {
+        eprintln!("ferroce: incast stopped early: {s}");
+    }
+    Ok(r.completion_errors == 0 && r.drained)
 }
 
 fn parse_mac(s: &str) -> Result<[u8; 6]> {

@@ -3,7 +3,8 @@
 //! exits 1 when anything does not verify and 2 on bad arguments; and the
 //! acceptance soak: 100 seeds x 2,000 mixed messages through 1% loss, 1%
 //! reordering, 1% duplication and 0.1% corruption, every byte verified, no
-//! error completion.
+//! error completion. And `--incast N`: the table, the JSON object, the
+//! CSV files, and every bad incast argument named (exit 2).
 
 mod common;
 use common::*;
@@ -231,6 +232,136 @@ fn bad_arguments_are_named_and_exit_2() {
         &["--reorder", "0.1", "--reorder-delay", "0ns"],
         "--reorder-delay must be above zero",
     );
+}
+
+#[test]
+fn an_incast_runs_measures_and_prints_a_table_or_json() {
+    let args = ["--incast", "2", "--cc", "none", "--duration", "2ms"];
+    let o = sim(&args, Duration::from_secs(60));
+    assert!(o.ok(), "{}", o.all());
+    let t = &o.stdout;
+    assert!(
+        t.starts_with("incast 2:1 at 100.00 Gb/s, 2.000ms of WRITEs, cc none, seed 1"),
+        "{t}"
+    );
+    for want in [
+        "MTU 4096",
+        "Kmin 400.0 KB Kmax 1600.0 KB Pmax 0.2; buffer 3200.0 KB",
+        "second half: Jain",
+        "queue to the receiver: p50",
+        "CNPs sent",
+        "tail drops",
+        "completion errors 0",
+        "drained",
+    ] {
+        assert!(t.contains(want), "{want:?} in\n{t}");
+    }
+    // One row per flow.
+    assert_eq!(
+        t.lines()
+            .filter(|l| l.trim_start().starts_with("0 "))
+            .count(),
+        1,
+        "{t}"
+    );
+    assert_eq!(
+        t.lines()
+            .filter(|l| l.trim_start().starts_with("1 "))
+            .count(),
+        1,
+        "{t}"
+    );
+    assert!(o.stderr.is_empty(), "{}", o.all());
+
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("series");
+    let mut a = args.to_vec();
+    a.extend(["--json", "--seed", "3", "--csv", csv.to_str().unwrap()]);
+    let o = sim(&a, Duration::from_secs(60));
+    assert!(o.ok(), "{}", o.all());
+    let v: serde_json::Value = serde_json::from_str(o.stdout.trim()).expect("one JSON object");
+    assert_eq!(v["kind"], "incast");
+    let r = &v["result"];
+    assert_eq!(r["senders"], 2);
+    assert_eq!(r["seed"], 3);
+    assert_eq!(r["flows"].as_array().unwrap().len(), 2);
+    assert_eq!(r["completion_errors"], 0);
+    assert!(r["jain_second_half"].as_f64().unwrap() > 0.0);
+    assert_eq!(r["queue"]["samples"], 2001);
+    for f in ["queue.csv", "flows.csv", "cc_trace.csv"] {
+        assert!(csv.join(f).is_file(), "{f}");
+    }
+}
+
+#[test]
+fn incast_bad_arguments_are_named_and_exit_2() {
+    let fails = |args: &[&str], needle: &str| {
+        let o = sim(args, Duration::from_secs(30));
+        assert_eq!(o.code, Some(2), "{args:?}: {}", o.all());
+        assert!(
+            o.stderr.contains(needle),
+            "{args:?}: wanted {needle:?} in:\n{}",
+            o.all()
+        );
+        assert!(!o.stderr.contains("panicked"), "{}", o.all());
+        assert!(o.stdout.is_empty(), "{}", o.all());
+    };
+    let with = |extra: &[&'static str]| -> Vec<&'static str> {
+        let mut v = vec!["--incast", "2", "--cc", "none"];
+        v.extend_from_slice(extra);
+        v
+    };
+    fails(
+        &["--incast", "0", "--cc", "none"],
+        "--incast must be in 1..=64 senders, got 0",
+    );
+    fails(&["--incast", "65", "--cc", "none"], "got 65");
+    fails(&["--incast", "x"], "invalid value 'x'");
+    fails(
+        &with(&["--duration", "0ms"]),
+        "--duration must be above zero",
+    );
+    fails(&with(&["--duration", "5s"]), "above the limit");
+    fails(&with(&["--duration", "20"]), "expected a unit");
+    fails(
+        &with(&["--kmin", "2M", "--kmax", "1M"]),
+        "--kmin 2097152 B is above --kmax 1048576 B",
+    );
+    fails(
+        &with(&["--kmin", "lots"]),
+        "--kmin \"lots\" is not a byte count",
+    );
+    fails(
+        &with(&["--pmax", "2"]),
+        "--pmax 2 is not a probability in [0, 1]",
+    );
+    fails(
+        &with(&["--buffer", "1K"]),
+        "--buffer 1024 B cannot hold one",
+    );
+    fails(&with(&["--buffer", "1K-2K"]), "is not a byte count");
+    fails(
+        &with(&["--rate", "inf"]),
+        "--rate must be a finite rate above zero",
+    );
+    fails(&with(&["--mtu", "1500"]), "--mtu 1500 is not one of");
+    fails(&with(&["--window", "0"]), "window must be in 1..=4096");
+    fails(&with(&["--size", "0"]), "message size must be in");
+    fails(
+        &["--incast", "2", "--cc", "cubic"],
+        "--cc \"cubic\" is not an algorithm",
+    );
+    // Two-host flags do not mix with an incast, nor incast flags without it.
+    fails(&with(&["--loss", "0.1"]), "cannot be used with");
+    fails(&with(&["--ops", "send"]), "cannot be used with");
+    fails(&with(&["--seeds", "1-3"]), "cannot be used with");
+    fails(
+        &with(&["--pcap", "/tmp/never-written.pcap"]),
+        "cannot be used with",
+    );
+    fails(&["--cc", "none"], "--incast");
+    fails(&["--kmin", "1K"], "--incast");
+    fails(&["--csv", "/tmp/never-written"], "--incast");
 }
 
 /// The acceptance soak (issue item 7): 100 seeds x 2,000 mixed messages

@@ -21,6 +21,7 @@ pub mod demo;
 pub mod e2e;
 pub mod exchange;
 pub mod host;
+pub mod incast;
 pub mod lcore;
 pub mod linktest;
 #[cfg(feature = "dpdk")]

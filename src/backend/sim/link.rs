@@ -4,7 +4,7 @@
 use std::collections::VecDeque;
 use std::fmt;
 
-use super::SimError;
+use super::{RedConfig, SimError};
 use crate::backend::loopback::VecBuf;
 use crate::backend::FrameBuf;
 use crate::time::Duration;
@@ -35,11 +35,14 @@ pub struct LinkConfig {
     /// Drop-tail limit on the bytes waiting to be serialised (the frame on
     /// the wire included); `None` for an unbounded queue.
     pub queue_bytes: Option<usize>,
+    /// ECN marking of ECN-capable frames as they are queued (RED's curve on
+    /// the bytes waiting; see the module docs); `None`: no marking.
+    pub ecn: Option<RedConfig>,
 }
 
 impl Default for LinkConfig {
     /// 100 Gb/s, 1 µs of delay, no faults (reorder delay 10 µs when
-    /// reordering is turned on), an unbounded queue.
+    /// reordering is turned on), an unbounded queue, no ECN marking.
     fn default() -> Self {
         LinkConfig {
             rate_bps: 100_000_000_000,
@@ -50,6 +53,7 @@ impl Default for LinkConfig {
             dup: 0.0,
             corrupt: 0.0,
             queue_bytes: None,
+            ecn: None,
         }
     }
 }
@@ -62,9 +66,9 @@ impl LinkConfig {
         Ok(self)
     }
 
-    /// Rejects a probability that is NaN or outside [0, 1], and reordering
+    /// Rejects a probability that is NaN or outside [0, 1], reordering
     /// (`reorder` > 0) with a zero `reorder_delay`, which could not reorder
-    /// anything.
+    /// anything, and ECN thresholds that fail [`RedConfig::check`].
     pub fn check(&self) -> Result<(), SimError> {
         for (field, value) in [
             ("loss", self.loss),
@@ -78,6 +82,9 @@ impl LinkConfig {
         }
         if self.reorder > 0.0 && self.reorder_delay == Duration::ZERO {
             return Err(SimError::ReorderWithoutDelay);
+        }
+        if let Some(red) = &self.ecn {
+            red.check()?;
         }
         Ok(())
     }
@@ -119,6 +126,9 @@ pub struct LinkCounters {
     /// The most bytes ever waiting in the egress queue (the frame being
     /// serialised included).
     pub max_queue_bytes: u64,
+    /// Frames queued with CE set by the ECN marker ([`LinkConfig::ecn`]),
+    /// those that arrived already CE and drew a mark included.
+    pub ecn_marked: u64,
 }
 
 impl fmt::Display for LinkCounters {
@@ -126,7 +136,7 @@ impl fmt::Display for LinkCounters {
         write!(
             f,
             "tx {} frames {} B, rx {} frames {} B, lost {}, tail-dropped {}, corrupted {}, \
-             duplicated {}, reordered {}, max queue {} B",
+             duplicated {}, reordered {}, max queue {} B, ECN-marked {}",
             self.tx_frames,
             self.tx_bytes,
             self.rx_frames,
@@ -136,7 +146,8 @@ impl fmt::Display for LinkCounters {
             self.corrupted,
             self.duplicated,
             self.reordered,
-            self.max_queue_bytes
+            self.max_queue_bytes,
+            self.ecn_marked
         )
     }
 }
@@ -144,11 +155,11 @@ impl fmt::Display for LinkCounters {
 /// The frames waiting to leave on one direction of a link, the head one
 /// being serialised while the link is busy.
 ///
-/// This is where congestion signals attach: an ECN marker (RED on
-/// [`EgressQueue::bytes`]) would set CE in a frame as it is queued or as it
-/// leaves, and PFC would [`Fabric::set_paused`](super::Fabric::set_paused)
-/// the queue that feeds a full ingress. Neither marking nor PFC frames are
-/// implemented yet; pausing is.
+/// This is where congestion signals attach: the ECN marker
+/// ([`LinkConfig::ecn`]) sets CE in a frame as it is queued, on
+/// [`EgressQueue::bytes`], and PFC would
+/// [`Fabric::set_paused`](super::Fabric::set_paused) the queue that feeds a
+/// full ingress (pausing is implemented, PFC frames are not).
 #[derive(Debug, Default)]
 pub struct EgressQueue {
     frames: VecDeque<VecBuf>,

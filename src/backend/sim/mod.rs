@@ -5,8 +5,10 @@
 //!
 //! This module owns the topology (hosts, switches, links), the virtual
 //! clock, the event calendar, the one seeded [`Rng`], the fault model, the
-//! per-link and per-host counters, and an optional pcap capture per host.
-//! It knows frames only as Ethernet bytes: nothing here parses IP or RoCE.
+//! per-link and per-host counters, ECN marking on egress queues, and an
+//! optional pcap capture per host. It knows frames as Ethernet bytes; the
+//! ECN marker alone looks into a frame, as far as its IP header's ECN field
+//! (never at RoCE).
 //!
 //! # Call order
 //!
@@ -77,7 +79,7 @@
 //!
 //! A queue with [`LinkConfig::queue_bytes`] refuses (drop-tail) a frame that
 //! would take the bytes waiting, the frame on the wire included, past the
-//! limit. [`SimPort::tx_burst`] always takes every frame: one tail-dropped at
+//! limit (a frame of exactly the room left is taken). [`SimPort::tx_burst`] always takes every frame: one tail-dropped at
 //! the host's own link counts as sent by the host and dropped by the
 //! network ([`LinkCounters::dropped_queue`]), as happens to a frame lost
 //! further on.
@@ -106,13 +108,24 @@
 //! a real clock or iterates a hash map. The same seed, topology and calls
 //! give the same run, bit for bit.
 //!
+//! # ECN marking
+//!
+//! A link direction with [`LinkConfig::ecn`] marks frames as they are
+//! queued, on the bytes already waiting ([`EgressQueue::bytes`], the frame
+//! on the wire included), with RED's curve between Kmin and Kmax
+//! ([`RedConfig`]; RFC 3168, the DCQCN congestion point of reference C.1):
+//! an ECT(0) or ECT(1) IPv4 / IPv6 packet gets CE (the IPv4 checksum
+//! follows), Not-ECT and non-IP frames pass unmarked. The decision comes
+//! before the drop-tail check and is independent of it; a refused frame
+//! counts in [`LinkCounters::dropped_queue`] only, a marked one that is
+//! queued in [`LinkCounters::ecn_marked`]. The draw uses the fabric's
+//! [`Rng`] (see [`RedConfig::apply`] for when it draws).
+//!
 //! # Extension points
 //!
-//! ECN marking (RED on [`EgressQueue::bytes`]) belongs where a frame is
-//! queued or leaves its egress queue (`Fabric::enqueue`, `Fabric::tx_done`);
 //! PFC would pause the queue feeding a full ingress with
-//! [`Fabric::set_paused`] (implemented: a paused queue starts no new frame).
-//! Neither marking nor PFC frames are implemented.
+//! [`Fabric::set_paused`] (implemented: a paused queue starts no new frame);
+//! PFC frames themselves are not implemented.
 //!
 //! # Capture
 //!
@@ -136,11 +149,13 @@ use crate::time::{Clock, Duration, Instant};
 use crate::wire::ethernet::HEADER_LEN as ETH_HEADER_LEN;
 use crate::wire::MacAddr;
 
+mod ecn;
 mod link;
 mod rng;
 #[cfg(test)]
 mod tests;
 
+pub use ecn::{frame_ecn, EcnField, RedConfig};
 pub use link::{serialization_time, EgressQueue, LinkConfig, LinkCounters};
 pub use rng::Rng;
 
@@ -221,6 +236,8 @@ pub enum SimError {
     InvalidProbability { field: &'static str, value: f64 },
     #[error("link config: reorder > 0 needs a reorder_delay above zero")]
     ReorderWithoutDelay,
+    #[error("link config: ECN marking needs kmin <= kmax, got kmin {kmin} B > kmax {kmax} B")]
+    RedThresholds { kmin: usize, kmax: usize },
     #[error("{0} is not in this fabric")]
     UnknownHost(HostId),
     #[error("{0} is not in this fabric")]
@@ -728,16 +745,26 @@ impl Fabric {
 
     /// Queues a frame on a link direction at `now` (or drops it at the
     /// tail) and starts serialising it if the link is idle.
-    fn enqueue(&mut self, ch: ChannelId, frame: VecBuf) {
+    ///
+    /// ECN marking ([`LinkConfig::ecn`]) is decided first, on the bytes
+    /// already waiting, whether or not the frame then fits; a frame the
+    /// drop-tail limit refuses counts as dropped, never as marked.
+    fn enqueue(&mut self, ch: ChannelId, mut frame: VecBuf) {
         let c = &mut self.channels[ch.0];
+        let queued = c.queue.bytes();
+        let marked = match &c.cfg.ecn {
+            Some(red) => red.apply(queued, frame.data_mut(), &mut self.rng),
+            None => false,
+        };
         if let Some(cap) = c.cfg.queue_bytes {
-            if c.queue.bytes() + frame.len() > cap {
+            if queued + frame.len() > cap {
                 c.counters.dropped_queue += 1;
                 return;
             }
         }
-        // ECN hook: a RED marker would compare `c.queue.bytes()` with its
-        // thresholds here and set CE in the frame's IP header.
+        if marked {
+            c.counters.ecn_marked += 1;
+        }
         c.queue.push(frame);
         let q = c.queue.bytes() as u64;
         c.counters.max_queue_bytes = c.counters.max_queue_bytes.max(q);
@@ -764,7 +791,6 @@ impl Fabric {
     fn tx_done(&mut self, ch: ChannelId) {
         let c = &mut self.channels[ch.0];
         c.queue.set_busy(false);
-        // Dequeue-side ECN marking would go here.
         if let Some(mut frame) = c.queue.pop() {
             let cfg = c.cfg;
             let n = &mut c.counters;

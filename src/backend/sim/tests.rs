@@ -676,6 +676,392 @@ fn counters_print_on_one_line_and_serialise() {
     let json = serde_json::to_value(fabric.link_counters(link.a_to_b)).unwrap();
     assert_eq!(json["rx_bytes"], 64);
     assert_eq!(json["max_queue_bytes"], 64);
+    assert_eq!(json["ecn_marked"], 0);
+    assert!(line.ends_with("ECN-marked 0"), "{line}");
     let json = serde_json::to_value(fabric.host_counters(b)).unwrap();
     assert_eq!(json["rx_frames"], 1);
+}
+
+// ----- ECN marking -----
+
+mod marking {
+    use super::*;
+    use crate::wire::opcode::Op;
+    use crate::wire::{BthRepr, Ecn, Frame, FrameRepr, IpRepr, Ipv4Packet, Opcode, Psn, VlanTag};
+
+    /// A RoCE v2 SEND Only from host 1 to host 2 with `payload` bytes,
+    /// its PSN `psn`, over IPv4 or IPv6, tagged or not.
+    fn roce(ecn: Ecn, v6: bool, vlan: bool, payload: usize, psn: u32) -> VecBuf {
+        let ip = if v6 {
+            IpRepr::v6(
+                "fd00::1".parse().unwrap(),
+                "fd00::2".parse().unwrap(),
+                26,
+                ecn,
+                0x12345,
+            )
+        } else {
+            IpRepr::v4(
+                "198.18.0.1".parse().unwrap(),
+                "198.18.0.2".parse().unwrap(),
+                26,
+                ecn,
+            )
+        };
+        let bth = BthRepr::new(Opcode::rc(Op::SendOnly), 0x11, Psn::new(psn));
+        let mut r = FrameRepr::roce(mac(1), mac(2), ip, 0xC000, bth);
+        if vlan {
+            r.eth.vlan = Some(VlanTag {
+                pcp: 3,
+                dei: false,
+                vid: 100,
+            });
+        }
+        let data: Vec<u8> = (0..payload).map(|i| i as u8).collect();
+        let mut f = VecBuf::with_capacity(FRAME_CAPACITY);
+        let buf = f.append(r.frame_len(payload)).unwrap();
+        r.emit(&data, buf).unwrap();
+        f
+    }
+
+    fn red(kmin: usize, kmax: usize, pmax: f64) -> RedConfig {
+        RedConfig::new(kmin, kmax, pmax).unwrap()
+    }
+
+    /// Host to host at 1 byte/ns with marking on A's egress.
+    fn marked_pair(
+        seed: u64,
+        red: RedConfig,
+        queue: Option<usize>,
+    ) -> (Fabric, HostId, HostId, Link) {
+        pair(
+            seed,
+            LinkConfig {
+                ecn: Some(red),
+                queue_bytes: queue,
+                ..slow()
+            },
+        )
+    }
+
+    /// Frames that arrived at `h`, in order.
+    fn arrived(fabric: &mut Fabric, h: HostId) -> Vec<Vec<u8>> {
+        drain(fabric, &[h]).into_iter().map(|x| x.2).collect()
+    }
+
+    fn psn_of(f: &[u8]) -> u32 {
+        Frame::parse(f).unwrap().psn().value()
+    }
+
+    #[test]
+    fn the_curve_is_zero_to_kmin_linear_to_pmax_at_kmax_then_one() {
+        let r = red(1000, 3000, 0.2);
+        assert_eq!(r.probability(0), 0.0);
+        assert_eq!(r.probability(1000), 0.0);
+        assert!(r.probability(1001) > 0.0);
+        assert!((r.probability(2000) - 0.1).abs() < 1e-12);
+        assert!((r.probability(3000) - 0.2).abs() < 1e-12);
+        assert_eq!(r.probability(3001), 1.0);
+        assert_eq!(r.probability(usize::MAX), 1.0);
+        // Kmin = Kmax: a step.
+        let step = red(500, 500, 0.7);
+        assert_eq!(step.probability(500), 0.0);
+        assert_eq!(step.probability(501), 1.0);
+        // The HPCC simulator's scaling (reference C.4).
+        assert_eq!(
+            RedConfig::hpcc(100_000_000_000),
+            red(400_000, 1_600_000, 0.2)
+        );
+        assert_eq!(RedConfig::hpcc(25_000_000_000), red(100_000, 400_000, 0.2));
+        assert_eq!(RedConfig::hpcc(0), red(0, 0, 0.2));
+    }
+
+    #[test]
+    fn bad_thresholds_are_refused() {
+        assert_eq!(
+            RedConfig::new(2, 1, 0.1),
+            Err(SimError::RedThresholds { kmin: 2, kmax: 1 })
+        );
+        for p in [f64::NAN, -0.1, 1.01, f64::INFINITY] {
+            let e = RedConfig::new(1, 2, p).unwrap_err();
+            assert!(
+                matches!(
+                    e,
+                    SimError::InvalidProbability {
+                        field: "ecn.pmax",
+                        ..
+                    }
+                ),
+                "{e:?}"
+            );
+        }
+        assert!(RedConfig::new(0, 0, 0.0).is_ok());
+        assert!(RedConfig::new(0, 0, 1.0).is_ok());
+        let bad = LinkConfig {
+            ecn: Some(RedConfig {
+                kmin_bytes: 10,
+                kmax_bytes: 5,
+                pmax: 0.5,
+            }),
+            ..LinkConfig::default()
+        };
+        let text = bad.check().unwrap_err().to_string();
+        assert!(text.contains("kmin 10 B > kmax 5 B"), "{text}");
+        let (mut fabric, _, _, link) = pair(0, LinkConfig::default());
+        assert!(fabric.set_link_config(link.a_to_b, bad).is_err());
+        let mut f = Fabric::new(0);
+        let (a, b) = (f.add_host(mac(1)), f.add_host(mac(2)));
+        assert!(f.connect(a, b, bad).is_err());
+    }
+
+    #[test]
+    fn nothing_is_marked_up_to_kmin_and_everything_above_kmax() {
+        // Ten frames queued at once behind 0, L, 2L, ... bytes; Pmax 0 so
+        // that only the part above Kmax marks.
+        let len = roce(Ecn::Ect0, false, false, 900, 0).len();
+        let (mut fabric, a, b, link) = marked_pair(1, red(3 * len, 6 * len, 0.0), None);
+        send(
+            &mut fabric,
+            a,
+            (0..10)
+                .map(|i| roce(Ecn::Ect0, false, false, 900, i))
+                .collect(),
+        );
+        let got = arrived(&mut fabric, b);
+        assert_eq!(got.len(), 10);
+        for f in &got {
+            let fr = Frame::parse(f).unwrap();
+            let want = if psn_of(f) >= 7 { Ecn::Ce } else { Ecn::Ect0 };
+            assert_eq!(fr.ecn(), want, "psn {}", psn_of(f));
+            assert!(fr.icrc_ok());
+        }
+        assert_eq!(fabric.link_counters(link.a_to_b).ecn_marked, 3);
+        // Nothing drawn: the stream is where a fresh one starts.
+        assert_eq!(fabric.rng.next_u64(), Rng::new(1).next_u64());
+    }
+
+    /// The PSNs of the marked frames when 200 frames are queued at once on
+    /// a ramp from 0 to Pmax 0.5 over the whole queue.
+    fn ramp(seed: u64) -> Vec<u32> {
+        let len = roce(Ecn::Ect1, false, false, 100, 0).len();
+        let (mut fabric, a, b, link) = marked_pair(seed, red(0, 200 * len, 0.5), None);
+        send(
+            &mut fabric,
+            a,
+            (0..200)
+                .map(|i| roce(Ecn::Ect1, false, false, 100, i))
+                .collect(),
+        );
+        let got = arrived(&mut fabric, b);
+        let marked: Vec<u32> = got
+            .iter()
+            .filter(|f| frame_ecn(f) == Some(Ecn::Ce))
+            .map(|f| psn_of(f))
+            .collect();
+        assert_eq!(
+            fabric.link_counters(link.a_to_b).ecn_marked,
+            marked.len() as u64
+        );
+        marked
+    }
+
+    #[test]
+    fn marking_on_the_ramp_is_random_but_follows_the_seed() {
+        let a = ramp(7);
+        assert_eq!(a, ramp(7));
+        assert_ne!(a, ramp(8));
+        // Expected: the sum of 0.5 * i / 200 over i < 200, about 50.
+        assert!((30..=70).contains(&a.len()), "{}", a.len());
+        // More marks towards the tail of the queue than the head.
+        let head = a.iter().filter(|&&p| p < 100).count();
+        assert!(head * 2 < a.len(), "{a:?}");
+        assert!(!a.contains(&0));
+    }
+
+    #[test]
+    fn only_ecn_capable_ip_frames_are_marked_and_checksums_and_icrcs_hold() {
+        // Kmin = Kmax = 0: everything behind the first frame is marked.
+        let (mut fabric, a, b, link) = marked_pair(3, red(0, 0, 1.0), None);
+        let mut arp = frame(MacAddr::BROADCAST, mac(1), 60, 0xAAAA);
+        arp.data_mut()[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
+        let frames = vec![
+            roce(Ecn::NotEct, false, false, 64, 0), // first: nothing waits
+            roce(Ecn::Ect0, false, false, 64, 1),
+            roce(Ecn::NotEct, false, false, 64, 2),
+            roce(Ecn::Ect1, false, false, 64, 3),
+            roce(Ecn::Ce, false, false, 64, 4),
+            roce(Ecn::Ect0, true, false, 64, 5),
+            roce(Ecn::Ect1, false, true, 64, 6),
+            roce(Ecn::Ect0, true, true, 64, 7),
+            roce(Ecn::NotEct, true, true, 64, 8),
+            arp.clone(),
+        ];
+        let sent: Vec<Vec<u8>> = frames.iter().map(|f| f.data().to_vec()).collect();
+        send(&mut fabric, a, frames);
+        let got = arrived(&mut fabric, b);
+        assert_eq!(got.len(), sent.len());
+        let want = [
+            Ecn::NotEct,
+            Ecn::Ce,
+            Ecn::NotEct,
+            Ecn::Ce,
+            Ecn::Ce,
+            Ecn::Ce,
+            Ecn::Ce,
+            Ecn::Ce,
+            Ecn::NotEct,
+        ];
+        for (i, (f, s)) in got.iter().zip(&sent).enumerate().take(9) {
+            let fr = Frame::parse(f).unwrap();
+            assert_eq!(fr.ecn(), want[i], "frame {i}");
+            assert!(fr.icrc_ok(), "frame {i}: the ICRC masks the ECN bits");
+            if let IpRepr::V4(_) = fr.ip() {
+                let ip = Ipv4Packet::new_checked(&f[fr.ip_offset..]).unwrap();
+                assert!(ip.checksum_ok(), "frame {i}: IPv4 checksum");
+            }
+            // Nothing but the ECN bits (and the IPv4 checksum) changed.
+            let diff: Vec<usize> = (0..f.len()).filter(|&k| f[k] != s[k]).collect();
+            if want[i] == Ecn::Ce && i != 4 {
+                assert!(!diff.is_empty() && diff.len() <= 3, "frame {i}: {diff:?}");
+                assert!(diff.iter().all(|&k| k < fr.ip_offset + 12), "{diff:?}");
+            } else {
+                assert!(diff.is_empty(), "frame {i}: {diff:?}");
+            }
+        }
+        assert_eq!(got[9], arp.data(), "a non-IP frame passes untouched");
+        // ECT(0), ECT(1), CE (counts as marked), and the three ECN-capable
+        // IPv6 or tagged frames.
+        assert_eq!(fabric.link_counters(link.a_to_b).ecn_marked, 6);
+    }
+
+    #[test]
+    fn short_and_odd_frames_are_left_alone() {
+        let v4 = roce(Ecn::Ect0, false, false, 0, 0).data().to_vec();
+        let v6 = roce(Ecn::Ect0, true, true, 0, 0).data().to_vec();
+        assert_eq!(EcnField::find(&v4), Some(EcnField::Ipv4(14)));
+        assert_eq!(EcnField::find(&v6), Some(EcnField::Ipv6(18)));
+        let mut odd: Vec<Vec<u8>> = vec![Vec::new(), vec![0; 5], v4[..13].to_vec()];
+        // Cut inside the IP header, or inside the tag.
+        odd.push(v4[..14 + 19].to_vec());
+        odd.push(v6[..16].to_vec());
+        odd.push(v6[..17].to_vec());
+        odd.push(v6[..18 + 39].to_vec());
+        // IPv4 EtherType with a version 6 header, and the other way round.
+        let mut x = v4.clone();
+        x[14] = 0x65;
+        odd.push(x);
+        let mut y = v6.clone();
+        y[18] = 0x45;
+        odd.push(y);
+        // A tag in a tag.
+        let mut z = v6.clone();
+        z[16..18].copy_from_slice(&0x8100u16.to_be_bytes());
+        odd.push(z);
+        for f in &odd {
+            assert_eq!(EcnField::find(f), None, "{f:02x?}");
+            assert_eq!(frame_ecn(f), None);
+            let mut g = f.clone();
+            let mut rng = Rng::new(1);
+            assert!(!red(0, 0, 1.0).apply(1 << 20, &mut g, &mut rng));
+            assert_eq!(&g, f);
+        }
+        // Through a link that marks everything: every one arrives as sent.
+        let (mut fabric, a, b, link) = marked_pair(1, red(0, 0, 1.0), None);
+        send(&mut fabric, a, vec![roce(Ecn::NotEct, false, false, 64, 0)]);
+        let bufs: Vec<VecBuf> = odd
+            .iter()
+            .map(|f| {
+                let mut v = VecBuf::with_capacity(FRAME_CAPACITY);
+                v.append(f.len()).unwrap().copy_from_slice(f);
+                v
+            })
+            .collect();
+        send(&mut fabric, a, bufs);
+        let got = arrived(&mut fabric, b);
+        assert_eq!(&got[1..], &odd[..]);
+        assert_eq!(fabric.link_counters(link.a_to_b).ecn_marked, 0);
+    }
+
+    #[test]
+    fn drop_tail_refuses_what_does_not_fit_whether_marked_or_not() {
+        // A buffer of three frames; marking from the third frame on.
+        let len = roce(Ecn::Ect0, false, false, 1000, 0).len();
+        let (mut fabric, a, b, link) = marked_pair(1, red(len, len, 1.0), Some(3 * len));
+        send(
+            &mut fabric,
+            a,
+            (0..5)
+                .map(|i| roce(Ecn::Ect0, false, false, 1000, i))
+                .collect(),
+        );
+        let c = *fabric.link_counters(link.a_to_b);
+        assert_eq!(c.dropped_queue, 2, "{c}");
+        assert_eq!(c.ecn_marked, 1, "the refused frames are not counted");
+        assert_eq!(c.max_queue_bytes, 3 * len as u64, "an exact fit is taken");
+        let got = arrived(&mut fabric, b);
+        let seen: Vec<(u32, Option<Ecn>)> = got.iter().map(|f| (psn_of(f), frame_ecn(f))).collect();
+        assert_eq!(
+            seen,
+            vec![
+                (0, Some(Ecn::Ect0)),
+                (1, Some(Ecn::Ect0)),
+                (2, Some(Ecn::Ce))
+            ]
+        );
+        // Not-ECT frames are never marked, and dropped only at the tail.
+        let (mut fabric, a, _, link) = marked_pair(1, red(0, 0, 1.0), Some(3 * len));
+        send(
+            &mut fabric,
+            a,
+            (0..5)
+                .map(|i| roce(Ecn::NotEct, false, false, 1000, i))
+                .collect(),
+        );
+        let c = *fabric.link_counters(link.a_to_b);
+        assert_eq!((c.dropped_queue, c.ecn_marked), (2, 0), "{c}");
+    }
+
+    #[test]
+    fn a_switch_marks_on_its_congested_egress_only() {
+        // Two senders into one receiver through a switch whose ports mark
+        // above 2 frames waiting: the receiver's port is the one to mark.
+        let mut fabric = Fabric::new(5);
+        let sw = fabric.add_switch();
+        let h: Vec<HostId> = (1..=3).map(|i| fabric.add_host(mac(i))).collect();
+        let len = roce(Ecn::Ect0, false, false, 1000, 0).len();
+        let cfg = LinkConfig {
+            ecn: Some(red(2 * len, 2 * len, 1.0)),
+            ..slow()
+        };
+        let links: Vec<Link> = h
+            .iter()
+            .map(|&x| fabric.connect_to_switch(x, sw, cfg).unwrap())
+            .collect();
+        // The hosts' own queues do not mark (a NIC is no congestion point).
+        for l in &links {
+            fabric.set_link_config(l.a_to_b, slow()).unwrap();
+        }
+        for &s in &h[..2] {
+            let mut fr = Vec::new();
+            for i in 0..10 {
+                let mut f = roce(Ecn::Ect0, false, false, 1000, i);
+                f.data_mut()[0..6].copy_from_slice(&mac(3).0);
+                fr.push(f);
+            }
+            send(&mut fabric, s, fr);
+        }
+        let got = arrived(&mut fabric, h[2]);
+        assert_eq!(got.len(), 20);
+        let down = fabric.link_counters(links[2].b_to_a);
+        assert!(down.ecn_marked > 0, "{down}");
+        assert_eq!(
+            got.iter().filter(|f| frame_ecn(f) == Some(Ecn::Ce)).count() as u64,
+            down.ecn_marked
+        );
+        assert!(got.iter().all(|f| Frame::parse(f).unwrap().icrc_ok()));
+        for l in &links[..2] {
+            assert_eq!(fabric.link_counters(l.a_to_b).ecn_marked, 0);
+            assert_eq!(fabric.link_counters(l.b_to_a).ecn_marked, 0);
+        }
+    }
 }
