@@ -57,6 +57,15 @@ pub trait Backend {
     /// many were sent.
     fn tx_burst(&mut self, frames: &mut Burst<Self::Buf>) -> usize;
 
+    /// About how many more frames `tx_burst` would take now (a hint, the
+    /// default: no limit). A caller that builds frames on demand asks for
+    /// no more than this, so that what waits for the wire waits in the
+    /// transport, where its pacer still holds it, not in a burst built
+    /// ahead.
+    fn tx_room(&self) -> usize {
+        usize::MAX
+    }
+
     /// Releases every frame in `frames` (a backend may do it in bulk).
     fn free_burst(&mut self, frames: &mut Burst<Self::Buf>) {
         frames.clear();

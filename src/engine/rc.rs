@@ -51,9 +51,10 @@ pub struct PumpStats {
 
 /// One round: every frame the queue has goes to the device, the timers due
 /// at `now` run, then every frame the device has ready is written and sent
-/// (a burst at a time). Frames the queue could not take stay in `pending`
-/// for the next round, in order; the device stops being asked for more
-/// while `pending` is full.
+/// (a burst at a time, at most [`Backend::tx_room`] frames built ahead).
+/// Frames the queue could not take stay in `pending` for the next round,
+/// in order, and go first; the device is asked for no more while they
+/// wait.
 pub fn pump<E: Endpoint, B: Backend>(
     dev: &mut E,
     port: &mut B,
@@ -91,7 +92,20 @@ pub fn pump_with<E: Endpoint, B: Backend>(
         dev.handle_timeout(now);
     }
     loop {
-        while !pending.is_full() {
+        // What waits goes first; while the port has no room for it, the
+        // device is asked for nothing more.
+        if !pending.is_empty() {
+            st.tx += port.tx_burst(pending);
+            if !pending.is_empty() {
+                break;
+            }
+        }
+        let room = port.tx_room().min(pending.capacity());
+        if room == 0 {
+            break;
+        }
+        let mut pulled = 0;
+        while pulled < room {
             let mut b = match spare.take() {
                 Some(b) => b,
                 None => {
@@ -106,6 +120,7 @@ pub fn pump_with<E: Endpoint, B: Backend>(
                 Some(len) => {
                     b.truncate(len);
                     pending.push(b);
+                    pulled += 1;
                 }
                 None => {
                     *spare = Some(b);
@@ -113,12 +128,11 @@ pub fn pump_with<E: Endpoint, B: Backend>(
                 }
             }
         }
-        if pending.is_empty() {
-            break;
-        }
-        let full = pending.is_full();
-        st.tx += port.tx_burst(pending);
-        if !full || !pending.is_empty() {
+        if pulled < room {
+            // The device has nothing more now: send what it gave.
+            if !pending.is_empty() {
+                st.tx += port.tx_burst(pending);
+            }
             break;
         }
     }

@@ -42,6 +42,12 @@ pub struct RedConfig {
     pub kmax_bytes: usize,
     /// The marking probability at `kmax_bytes`, in [0, 1].
     pub pmax: f64,
+    /// Decide when a frame leaves the queue, on the bytes still waiting
+    /// behind it (the HPCC simulator's switch marks so, in
+    /// `SwitchNotifyDequeue`), rather than when it joins, on the bytes in
+    /// front of it. Marking at dequeue tells the sender about the queue as
+    /// it is now, not as it was a queueing delay ago.
+    pub at_dequeue: bool,
 }
 
 impl RedConfig {
@@ -51,6 +57,7 @@ impl RedConfig {
             kmin_bytes,
             kmax_bytes,
             pmax,
+            at_dequeue: false,
         };
         r.check()?;
         Ok(r)
@@ -61,6 +68,7 @@ impl RedConfig {
     /// `simulation/run.py`): Kmin = 100 KB x R / 25 Gb/s, Kmax = 400 KB x
     /// R / 25 Gb/s (KB = 1000 bytes), Pmax = 0.2. At 100 Gb/s: 400 KB and
     /// 1.6 MB. An infinitely fast link (`rate_bps` 0) gets thresholds of 0.
+    /// Marked at dequeue, as that simulator's switch does.
     pub fn hpcc(rate_bps: u64) -> RedConfig {
         let scale = |kb: u128| {
             let bytes = kb * 1000 * u128::from(rate_bps) / 25_000_000_000;
@@ -70,6 +78,7 @@ impl RedConfig {
             kmin_bytes: scale(100),
             kmax_bytes: scale(400),
             pmax: 0.2,
+            at_dequeue: true,
         }
     }
 

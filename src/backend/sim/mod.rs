@@ -352,6 +352,9 @@ struct Host {
     inbox: VecDeque<VecBuf>,
     counters: HostCounters,
     capture: Option<Capture>,
+    /// The NIC's transmit ring: `tx_burst` takes frames only while fewer
+    /// bytes than this wait on the host's link (`None`: always).
+    tx_ring_bytes: Option<usize>,
 }
 
 #[derive(Debug)]
@@ -487,8 +490,19 @@ impl Fabric {
             inbox: VecDeque::new(),
             counters: HostCounters::default(),
             capture: None,
+            tx_ring_bytes: None,
         });
         HostId(self.hosts.len() - 1)
+    }
+
+    /// Gives the host a NIC that takes frames to send only while fewer
+    /// than `bytes` wait on its link, as a real NIC pulls the next packet
+    /// when its wire is free: `tx_burst` then leaves the rest with the
+    /// caller, which asks its transport for no more meanwhile. Without it
+    /// (`None`, the default) the host's link queue takes everything, and a
+    /// sender's whole window can sit there beyond the reach of its pacer.
+    pub fn set_tx_ring(&mut self, host: HostId, bytes: Option<usize>) {
+        self.hosts[host.0].tx_ring_bytes = bytes;
     }
 
     /// A new switch with no ports.
@@ -746,15 +760,16 @@ impl Fabric {
     /// Queues a frame on a link direction at `now` (or drops it at the
     /// tail) and starts serialising it if the link is idle.
     ///
-    /// ECN marking ([`LinkConfig::ecn`]) is decided first, on the bytes
-    /// already waiting, whether or not the frame then fits; a frame the
-    /// drop-tail limit refuses counts as dropped, never as marked.
+    /// ECN marking at enqueue ([`LinkConfig::ecn`]) is decided first, on
+    /// the bytes already waiting, whether or not the frame then fits; a
+    /// frame the drop-tail limit refuses counts as dropped, never as
+    /// marked. Marking at dequeue happens in [`Fabric::tx_done`].
     fn enqueue(&mut self, ch: ChannelId, mut frame: VecBuf) {
         let c = &mut self.channels[ch.0];
         let queued = c.queue.bytes();
         let marked = match &c.cfg.ecn {
-            Some(red) => red.apply(queued, frame.data_mut(), &mut self.rng),
-            None => false,
+            Some(red) if !red.at_dequeue => red.apply(queued, frame.data_mut(), &mut self.rng),
+            _ => false,
         };
         if let Some(cap) = c.cfg.queue_bytes {
             if queued + frame.len() > cap {
@@ -793,6 +808,11 @@ impl Fabric {
         c.queue.set_busy(false);
         if let Some(mut frame) = c.queue.pop() {
             let cfg = c.cfg;
+            if let Some(red) = cfg.ecn.filter(|r| r.at_dequeue) {
+                if red.apply(c.queue.bytes(), frame.data_mut(), &mut self.rng) {
+                    c.counters.ecn_marked += 1;
+                }
+            }
             let n = &mut c.counters;
             n.tx_frames += 1;
             n.tx_bytes += frame.len() as u64;
@@ -930,12 +950,38 @@ impl Backend for SimPort<'_> {
         Some(VecBuf::with_capacity(FRAME_CAPACITY))
     }
 
-    /// Takes every frame and returns how many: the network may still drop
-    /// them (tail-dropped at the host's own link, lost, no link); the
-    /// counters say which.
+    /// One frame while the host's link holds less than its transmit ring
+    /// ([`Fabric::set_tx_ring`]), none when it holds more; no limit
+    /// without a ring.
+    fn tx_room(&self) -> usize {
+        let h = &self.fabric.hosts[self.host.0];
+        match (h.tx_ring_bytes, h.egress) {
+            (Some(ring), Some(ch)) => usize::from(self.fabric.channels[ch.0].queue.bytes() < ring),
+            _ => usize::MAX,
+        }
+    }
+
+    /// Takes frames from the front (all of them, or while the host's link
+    /// holds less than its transmit ring, [`Fabric::set_tx_ring`]) and
+    /// returns how many: the network may still drop them (tail-dropped at
+    /// the host's own link, lost, no link); the counters say which.
     fn tx_burst(&mut self, frames: &mut Burst<VecBuf>) -> usize {
-        let n = frames.len();
-        for frame in frames.drain(..) {
+        let h = &self.fabric.hosts[self.host.0];
+        let n = match (h.tx_ring_bytes, h.egress) {
+            (Some(ring), Some(ch)) => {
+                let mut waiting = self.fabric.channels[ch.0].queue.bytes();
+                frames
+                    .iter()
+                    .take_while(|f| {
+                        let room = waiting < ring;
+                        waiting += f.len();
+                        room
+                    })
+                    .count()
+            }
+            _ => frames.len(),
+        };
+        for frame in frames.drain(..n) {
             self.fabric.send(self.host, frame);
         }
         n

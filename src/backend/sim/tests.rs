@@ -767,13 +767,21 @@ mod marking {
         let step = red(500, 500, 0.7);
         assert_eq!(step.probability(500), 0.0);
         assert_eq!(step.probability(501), 1.0);
-        // The HPCC simulator's scaling (reference C.4).
+        // The HPCC simulator's scaling (reference C.4), marked at dequeue
+        // as its switch does.
+        let at_dequeue = |r: RedConfig| RedConfig {
+            at_dequeue: true,
+            ..r
+        };
         assert_eq!(
             RedConfig::hpcc(100_000_000_000),
-            red(400_000, 1_600_000, 0.2)
+            at_dequeue(red(400_000, 1_600_000, 0.2))
         );
-        assert_eq!(RedConfig::hpcc(25_000_000_000), red(100_000, 400_000, 0.2));
-        assert_eq!(RedConfig::hpcc(0), red(0, 0, 0.2));
+        assert_eq!(
+            RedConfig::hpcc(25_000_000_000),
+            at_dequeue(red(100_000, 400_000, 0.2))
+        );
+        assert_eq!(RedConfig::hpcc(0), at_dequeue(red(0, 0, 0.2)));
     }
 
     #[test]
@@ -802,6 +810,7 @@ mod marking {
                 kmin_bytes: 10,
                 kmax_bytes: 5,
                 pmax: 0.5,
+                at_dequeue: false,
             }),
             ..LinkConfig::default()
         };
@@ -980,6 +989,37 @@ mod marking {
         let got = arrived(&mut fabric, b);
         assert_eq!(&got[1..], &odd[..]);
         assert_eq!(fabric.link_counters(link.a_to_b).ecn_marked, 0);
+    }
+
+    #[test]
+    fn marking_at_dequeue_looks_at_the_bytes_behind_the_frame() {
+        // A step above one frame: at enqueue, only the third frame sees
+        // more than one in front of it; at dequeue, only the first leaves
+        // more than one behind it.
+        let len = roce(Ecn::Ect0, false, false, 1000, 0).len();
+        for (dequeue, want) in [
+            (false, [Ecn::Ect0, Ecn::Ect0, Ecn::Ce]),
+            (true, [Ecn::Ce, Ecn::Ect0, Ecn::Ect0]),
+        ] {
+            let r = RedConfig {
+                at_dequeue: dequeue,
+                ..red(len, len, 1.0)
+            };
+            let (mut fabric, a, b, link) = marked_pair(1, r, None);
+            send(
+                &mut fabric,
+                a,
+                (0..3)
+                    .map(|i| roce(Ecn::Ect0, false, false, 1000, i))
+                    .collect(),
+            );
+            let got: Vec<Option<Ecn>> = arrived(&mut fabric, b)
+                .iter()
+                .map(|f| frame_ecn(f))
+                .collect();
+            assert_eq!(got, want.map(Some), "at dequeue: {dequeue}");
+            assert_eq!(fabric.link_counters(link.a_to_b).ecn_marked, 1);
+        }
     }
 
     #[test]
