@@ -20,7 +20,8 @@
 //!   choice, after NVIDIA's "when receiving the first CNP for a flow").
 //! - **α** (`update_alpha`): every `dce_tcp_rtt` µs from the first CNP on,
 //!   α = g·α/1024 + (1024 − g) if a CNP arrived in the period, else
-//!   α = g·α/1024, with g = `dce_tcp_g` (NVIDIA's formulas). The first CNP
+//!   α = g·α/1024, with g = `dce_tcp_g` (NVIDIA's formulas), α kept in
+//!   1/2^20ths so that truncation does not wear a small α away. The first CNP
 //!   does not count for its own period: `initial_alpha_value` stands for it
 //!   (as in the HPCC simulator, reference §C.4). When a period without CNPs
 //!   leaves α unchanged (α reached 0, or g = 1024) the timer stops, and the
@@ -59,6 +60,15 @@ use crate::time::{Duration, Instant};
 
 /// α and `dce_tcp_g` are fixed point with 10 fraction bits: 1024 is 1.
 const ONE: u32 = 1024;
+
+/// α's own unit: the parameters give α and g in 1/1024ths, but α is kept
+/// in 1/2^20ths. In 1/1024ths a small α loses at least one unit to
+/// truncation in every period without a CNP (5·1019/1024 is 4), so with a
+/// CNP every few periods it could never rise above a few units and the
+/// cuts would fade to nothing under sustained marking.
+const ALPHA_ONE: u64 = 1 << 20;
+/// From 1/1024ths to [`ALPHA_ONE`]ths.
+const ALPHA_SHIFT: u32 = 10;
 
 /// ConnectX DCQCN reaction-point parameters, with their mlx5 names and
 /// defaults (NVIDIA "DCQCN Parameters"; reference §C.3).
@@ -189,8 +199,8 @@ pub struct DcqcnCx {
     /// Rc and Rt, bits per second.
     rc: u64,
     rt: u64,
-    /// α in 1/1024ths; 0 until the first CNP.
-    alpha: u32,
+    /// α in 1/2^20ths ([`ALPHA_ONE`]); 0 until the first CNP.
+    alpha: u64,
     /// A rate limiter is in use (from a first CNP until `release`).
     limited: bool,
     timer_stage: u32,
@@ -276,7 +286,7 @@ impl DcqcnCx {
     /// to `rate_to_set_on_first_cnp` or cut.
     fn first_cnp(&mut self, now: Instant) {
         self.limited = true;
-        self.alpha = self.p.initial_alpha_value.min(ONE);
+        self.alpha = u64::from(self.p.initial_alpha_value.min(ONE)) << ALPHA_SHIFT;
         self.cnp_in_alpha_period = false;
         self.next_alpha = Some(now + micros(self.p.dce_tcp_rtt));
         match mbps(self.p.rate_to_set_on_first_cnp) {
@@ -309,9 +319,9 @@ impl DcqcnCx {
     /// One α update at its period's end.
     fn update_alpha(&mut self, at: Instant) {
         let g = self.p.dce_tcp_g.min(ONE);
-        let decayed = g * self.alpha / ONE;
+        let decayed = u64::from(g) * self.alpha / u64::from(ONE);
         if self.cnp_in_alpha_period {
-            self.alpha = decayed + (ONE - g);
+            self.alpha = decayed + (u64::from(ONE - g) << ALPHA_SHIFT);
             self.cnp_in_alpha_period = false;
         } else if decayed == self.alpha {
             // A fixed point: later periods without CNPs change nothing.
@@ -336,7 +346,7 @@ impl DcqcnCx {
             self.rt = self.rc;
         }
         let rc = u128::from(self.rc);
-        let by_alpha = (rc * u128::from(self.alpha)) >> self.p.rpg_gd.min(127);
+        let by_alpha = (rc * u128::from(self.alpha)) >> (self.p.rpg_gd.min(63) + ALPHA_SHIFT);
         let largest = rc * u128::from(100 - self.p.rpg_min_dec_fac.min(100)) / 100;
         // Both are at most Rc, so the cut fits a u64.
         let cut = by_alpha.min(largest) as u64;
@@ -437,11 +447,22 @@ impl RateController for DcqcnCx {
         self.limited.then_some(self.rc)
     }
 
+    fn next_rate_change(&self) -> Option<Instant> {
+        let deferred_cut = match (self.cut_deferred, self.last_cut) {
+            (true, Some(c)) => Some(c + self.monitor_period()),
+            _ => None,
+        };
+        [deferred_cut, self.next_increase]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
     fn state(&self) -> CcState {
         CcState {
             rate_bps: self.rc,
             target_bps: self.rt,
-            alpha: f64::from(self.alpha) / f64::from(ONE),
+            alpha: self.alpha as f64 / ALPHA_ONE as f64,
             timer_stage: self.timer_stage,
             byte_stage: self.byte_stage,
         }
@@ -608,26 +629,29 @@ mod tests {
     fn alpha_decays_every_microsecond_and_rises_after_a_cnp() {
         let mut c = cx(CxParams::default());
         c.on_cnp(at(0));
-        let alpha = |c: &DcqcnCx| (c.state().alpha * 1024.0) as u32;
-        assert_eq!(alpha(&c), 1023);
-        // No CNP: α = 1019 α / 1024. 1019 * 1023 = 1_042_437, / 1024 = 1018.
+        // α is kept in 1/2^20ths: 1023/1024 is 1_047_552.
+        let alpha = |c: &DcqcnCx| (c.state().alpha * 1_048_576.0) as u64;
+        assert_eq!(alpha(&c), 1_047_552);
+        // No CNP: α = 1019 α / 1024 = 1_067_455_488 / 1024 = 1_042_437.
         c.advance(at(1));
-        assert_eq!(alpha(&c), 1018);
-        // 1019 * 1018 = 1_037_342, / 1024 = 1013.
+        assert_eq!(alpha(&c), 1_042_437);
+        // 1019 * 1_042_437 = 1_062_243_303, / 1024 = 1_037_346 (truncated).
         c.advance(at(2));
-        assert_eq!(alpha(&c), 1013);
+        assert_eq!(alpha(&c), 1_037_346);
         // A CNP in (2, 3] µs (its cut is deferred to +4 µs):
-        // α = 1019 * 1013 / 1024 + (1024 - 1019) = 1_032_247 / 1024 + 5 = 1008 + 5.
+        // α = 1019 * 1_037_346 / 1024 + (1024 - 1019) * 1024
+        //   = 1_057_055_574 / 1024 + 5120 = 1_032_280 + 5120 = 1_037_400.
         c.on_cnp(Instant::from_nanos(at(2).as_nanos() + 500));
         c.advance(at(3));
-        assert_eq!(alpha(&c), 1013);
-        // +4 µs: α = 1008 first, then the deferred cut uses it:
-        // cut = min(50_048_828_125 * 1008 >> 11, 50_048_828_125 * 50 / 100)
-        //     = min(50_449_218_750_000 / 2048 = 24_633_407_592, 25_024_414_062)
-        // Rc = 50_048_828_125 - 24_633_407_592 = 25_415_420_533.
+        assert_eq!(alpha(&c), 1_037_400);
+        // +4 µs: α = 1019 * 1_037_400 / 1024 = 1_032_334 first, then the
+        // deferred cut uses it (α >> 10 more for its 1/2^20ths):
+        // cut = min(50_048_828_125 * 1_032_334 >> 21, 50_048_828_125 * 50 / 100)
+        //     = min(24_636_796_442, 25_024_414_062)
+        // Rc = 50_048_828_125 - 24_636_796_442 = 25_412_031_683.
         c.advance(at(4));
-        assert_eq!(alpha(&c), 1008);
-        assert_eq!(c.rate_bps(), Some(25_415_420_533));
+        assert_eq!(alpha(&c), 1_032_334);
+        assert_eq!(c.rate_bps(), Some(25_412_031_683));
     }
 
     #[test]
@@ -641,14 +665,16 @@ mod tests {
         c.advance(Instant::from_nanos(at(4).as_nanos() - 1));
         assert_eq!(c.rate_bps(), Some(50_048_828_125));
         assert_eq!(c.counters().rate_cuts, 1);
-        // α: +1 µs none: 1018 (the CNP at +1 µs comes after that update);
-        // +2 µs CNP: 1019 * 1018 / 1024 + 5 = 1013 + 5 = 1018 (the CNP at
-        // +2 µs again after it); +3 µs CNP: 1018; +4 µs none: 1013.
-        // cut = 50_048_828_125 * 1013 >> 11 = 50_699_462_890_625 / 2048
-        //     = 24_755_597_114 (< 25_024_414_062)
-        // Rc = 50_048_828_125 - 24_755_597_114 = 25_293_231_011.
+        // α in 1/2^20ths from 1023 * 1024 = 1_047_552: +1 µs none:
+        // 1019 * 1_047_552 / 1024 = 1_042_437 (the CNP at +1 µs comes after
+        // that update); +2 µs CNP: 1019 * 1_042_437 / 1024 + 5 * 1024 =
+        // 1_037_346 + 5120 = 1_042_466 (the CNP at +2 µs again after it);
+        // +3 µs CNP: 1_037_375 + 5120 = 1_042_495; +4 µs none: 1_037_404.
+        // cut = 50_048_828_125 * 1_037_404 >> 21 = 24_757_792_707
+        //     (< 25_024_414_062)
+        // Rc = 50_048_828_125 - 24_757_792_707 = 25_291_035_418.
         c.advance(at(4));
-        assert_eq!(c.rate_bps(), Some(25_293_231_011));
+        assert_eq!(c.rate_bps(), Some(25_291_035_418));
         // A CNP at +7 µs, inside the period of the cut at +4 µs, waits
         // for +8 µs; one at +20 µs cuts at once.
         c.on_cnp(at(7));

@@ -304,6 +304,10 @@ impl RateController for DcqcnPaper {
         self.limited.then_some(self.rc)
     }
 
+    fn next_rate_change(&self) -> Option<Instant> {
+        self.next_increase
+    }
+
     fn state(&self) -> CcState {
         CcState {
             rate_bps: self.rc,

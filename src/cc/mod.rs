@@ -151,6 +151,10 @@ pub trait RateController: fmt::Debug + Send {
     fn on_sent(&mut self, now: Instant, bytes: u64);
     /// The rate to pace at, bits per second; `None`: not limited.
     fn rate_bps(&self) -> Option<u64>;
+    /// When a timer may next change the rate (a rate increase, a deferred
+    /// cut); `None`: no such timer runs. A caller holding a packet back
+    /// wakes then to read the rate again.
+    fn next_rate_change(&self) -> Option<Instant>;
     /// Rc, Rt, α and the stages now.
     fn state(&self) -> CcState;
     fn counters(&self) -> &CcCounters;
@@ -329,6 +333,10 @@ impl RateController for NoControl {
     fn on_sent(&mut self, _now: Instant, _bytes: u64) {}
 
     fn rate_bps(&self) -> Option<u64> {
+        None
+    }
+
+    fn next_rate_change(&self) -> Option<Instant> {
         None
     }
 

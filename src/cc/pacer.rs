@@ -10,10 +10,16 @@
 use crate::time::{Duration, Instant};
 
 /// Holds back a QP's paced packets to its rate.
+///
+/// It keeps when the last paced packet was due and how long it was, not a
+/// release time: the next release is that start plus the packet's time at
+/// the rate *now*, so a rate that rises while a packet waits (DCQCN's
+/// recovery) shortens the wait instead of leaving a gap computed at the
+/// lowest rate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Pacer {
-    /// When the next paced packet may leave; `None`: now.
-    next: Option<Instant>,
+    /// When the last paced packet was due to leave, and its bytes.
+    last: Option<(Instant, u64)>,
     /// How far behind its schedule the pacer may run and still catch up.
     pub max_lag: Duration,
 }
@@ -21,7 +27,7 @@ pub struct Pacer {
 impl Default for Pacer {
     fn default() -> Pacer {
         Pacer {
-            next: None,
+            last: None,
             max_lag: Duration::from_micros(1),
         }
     }
@@ -30,40 +36,36 @@ impl Default for Pacer {
 impl Pacer {
     pub fn new(max_lag: Duration) -> Pacer {
         Pacer {
-            next: None,
+            last: None,
             max_lag,
         }
     }
 
-    /// Whether a paced packet may leave at `now`.
-    pub fn ready(&self, now: Instant) -> bool {
-        match self.next {
+    /// When the next paced packet may leave at `rate_bps` (`None` or 0:
+    /// unlimited); `None`: at once.
+    pub fn release_at(&self, rate_bps: Option<u64>) -> Option<Instant> {
+        let (start, bytes) = self.last?;
+        let rate = rate_bps.filter(|&r| r > 0)?;
+        Some(start + gap(bytes, rate))
+    }
+
+    /// Whether a paced packet may leave at `now` at `rate_bps`.
+    pub fn ready(&self, now: Instant, rate_bps: Option<u64>) -> bool {
+        match self.release_at(rate_bps) {
             Some(t) => t <= now,
             None => true,
         }
     }
 
-    /// When the next paced packet may leave, if that is later than a
-    /// packet that left at the last call (a caller's timer).
-    pub fn release_at(&self) -> Option<Instant> {
-        self.next
-    }
-
-    /// A paced packet of `bytes` left at `now`; `rate_bps` is the rate to
-    /// keep (`None` or 0: unlimited, the pacer holds nothing back).
+    /// A paced packet of `bytes` left at `now`, at `rate_bps`.
     pub fn on_sent(&mut self, now: Instant, bytes: u64, rate_bps: Option<u64>) {
-        let Some(rate) = rate_bps.filter(|&r| r > 0) else {
-            self.next = None;
-            return;
-        };
-        let gap = gap(bytes, rate);
         let floor = Instant::from_nanos(now.as_nanos().saturating_sub(self.max_lag.as_nanos()));
-        let start = match self.next {
-            Some(t) if t > floor => t,
+        let start = match self.release_at(rate_bps) {
+            Some(t) if t > floor => t.min(now),
             Some(_) => floor,
             None => now,
         };
-        self.next = Some(start + gap);
+        self.last = Some((start, bytes));
     }
 }
 
@@ -79,6 +81,8 @@ pub fn gap(bytes: u64, rate_bps: u64) -> Duration {
 mod tests {
     use super::*;
 
+    const TEN_G: Option<u64> = Some(10_000_000_000);
+
     fn t(ns: u64) -> Instant {
         Instant::from_nanos(ns)
     }
@@ -86,35 +90,45 @@ mod tests {
     #[test]
     fn packets_are_spaced_by_their_serialisation_time_at_the_rate() {
         let mut p = Pacer::new(Duration::ZERO);
-        assert!(p.ready(t(0)));
+        assert!(p.ready(t(0), TEN_G));
         // 1000 B at 10 Gb/s: 800 ns.
-        p.on_sent(t(0), 1000, Some(10_000_000_000));
-        assert_eq!(p.release_at(), Some(t(800)));
-        assert!(!p.ready(t(799)));
-        assert!(p.ready(t(800)));
-        p.on_sent(t(800), 1000, Some(10_000_000_000));
-        assert_eq!(p.release_at(), Some(t(1600)));
+        p.on_sent(t(0), 1000, TEN_G);
+        assert_eq!(p.release_at(TEN_G), Some(t(800)));
+        assert!(!p.ready(t(799), TEN_G));
+        assert!(p.ready(t(800), TEN_G));
+        p.on_sent(t(800), 1000, TEN_G);
+        assert_eq!(p.release_at(TEN_G), Some(t(1600)));
     }
 
     #[test]
     fn a_late_sender_catches_up_by_at_most_the_lag() {
         let mut p = Pacer::new(Duration::from_nanos(500));
-        p.on_sent(t(0), 1000, Some(10_000_000_000));
+        p.on_sent(t(0), 1000, TEN_G);
         // Sent 300 ns late: the schedule holds (next at 1600).
-        p.on_sent(t(1100), 1000, Some(10_000_000_000));
-        assert_eq!(p.release_at(), Some(t(1600)));
+        p.on_sent(t(1100), 1000, TEN_G);
+        assert_eq!(p.release_at(TEN_G), Some(t(1600)));
         // Sent 10 µs late: no saved-up burst beyond 500 ns.
-        p.on_sent(t(11_600), 1000, Some(10_000_000_000));
-        assert_eq!(p.release_at(), Some(t(11_900)));
+        p.on_sent(t(11_600), 1000, TEN_G);
+        assert_eq!(p.release_at(TEN_G), Some(t(11_900)));
+    }
+
+    #[test]
+    fn the_wait_follows_the_rate_as_it_changes() {
+        let mut p = Pacer::new(Duration::ZERO);
+        // 4000 B at 1 Mb/s would hold the next packet for 32 ms ...
+        p.on_sent(t(0), 4000, Some(1_000_000));
+        assert_eq!(p.release_at(Some(1_000_000)), Some(t(32_000_000)));
+        // ... but at 50 Gb/s, once the rate has recovered, 640 ns.
+        assert_eq!(p.release_at(Some(50_000_000_000)), Some(t(640)));
+        assert!(p.ready(t(640), Some(50_000_000_000)));
     }
 
     #[test]
     fn no_rate_holds_nothing_back() {
         let mut p = Pacer::default();
         p.on_sent(t(0), 1000, Some(1_000_000));
-        assert!(!p.ready(t(1)));
-        p.on_sent(t(1), 1000, None);
-        assert!(p.ready(t(1)));
-        assert_eq!(p.release_at(), None);
+        assert!(!p.ready(t(1), Some(1_000_000)));
+        assert!(p.ready(t(1), None));
+        assert_eq!(p.release_at(None), None);
     }
 }

@@ -1031,7 +1031,7 @@ impl Device {
             }
         }
         qp.cc.advance(now);
-        let may_pace = qp.pacer.ready(now);
+        let may_pace = qp.pacer.ready(now, qp.cc.rate_bps());
         if qp.resp.has_output() {
             let paced = qp.resp.next_is_read_data();
             if paced && !may_pace {
@@ -1110,18 +1110,23 @@ impl Device {
             .values()
             .filter(|q| matches!(q.state, QpState::Rts | QpState::Sqd))
             .flat_map(|q| [q.req.timer, q.req.rnr_until]);
+        // A held-back packet waits for its pacer at today's rate, or for
+        // the controller's next timer, which may raise the rate.
         let pacers = self
             .qps
             .values()
             .filter(|q| q.paced_wait)
-            .map(|q| q.pacer.release_at());
+            .flat_map(|q| [q.pacer.release_at(q.cc.rate_bps()), q.cc.next_rate_change()]);
         timers.chain(pacers).flatten().min()
     }
 
     /// Runs the timers due at `now`.
     pub fn handle_timeout(&mut self, now: Instant) {
         for qp in self.qps.values_mut() {
-            if qp.paced_wait && qp.pacer.ready(now) {
+            if qp.paced_wait {
+                qp.cc.advance(now);
+            }
+            if qp.paced_wait && qp.pacer.ready(now, qp.cc.rate_bps()) {
                 qp.paced_wait = false;
                 if !qp.ready {
                     qp.ready = true;
