@@ -305,14 +305,14 @@ struct SimArgs {
     #[arg(long, requires = "incast")]
     cc: Option<String>,
     /// Incast: ECN marking starts above this many bytes queued (K and M
-    /// suffixes, binary; default 100 KB x rate / 25G, 400000 at 100G).
+    /// suffixes, binary; default 50 KB x rate / 100G).
     #[arg(long, requires = "incast")]
     kmin: Option<String>,
     /// Incast: every ECN-capable frame is marked above this many bytes
-    /// queued (default 400 KB x rate / 25G, 1600000 at 100G).
+    /// queued (default 1.6 MB x rate / 100G).
     #[arg(long, requires = "incast")]
     kmax: Option<String>,
-    /// Incast: the marking probability at Kmax (default 0.2).
+    /// Incast: the marking probability at Kmax (default 1).
     #[arg(long, requires = "incast")]
     pmax: Option<f64>,
     /// Incast: the switch ports' drop-tail buffer in bytes (K and M

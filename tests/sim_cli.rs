@@ -246,7 +246,7 @@ fn an_incast_runs_measures_and_prints_a_table_or_json() {
     );
     for want in [
         "MTU 4096",
-        "Kmin 400.0 KB Kmax 1600.0 KB Pmax 0.2; buffer 3200.0 KB",
+        "Kmin 50.0 KB Kmax 1600.0 KB Pmax 1; buffer 3200.0 KB",
         "second half: Jain",
         "queue to the receiver: p50",
         "CNPs sent",
