@@ -375,6 +375,30 @@ mod tests {
     }
 
     #[test]
+    fn alpha_decays_every_55_us_without_a_cnp_and_the_next_cut_uses_it() {
+        let mut c = paper();
+        c.on_cnp(at(0));
+        assert_eq!(c.state().alpha, 1.0);
+        // K = 55 µs without a CNP: α = (1 - 1/256) α = 255/256.
+        c.advance(at(55));
+        assert_eq!(c.state().alpha, 255.0 / 256.0);
+        // Another 55 µs: (255/256)^2 = 65025/65536.
+        c.advance(at(110));
+        assert_eq!(c.state().alpha, 65_025.0 / 65_536.0);
+        // A CNP at 120 µs cuts with that α, then raises it:
+        // Rc before = the timer's fast recoveries from 50e9 towards 100e9
+        // at 55 and 110 µs: 75e9, then 87.5e9.
+        // Rc = 87.5e9 * (1 - 65025/131072) = 87.5e9 * 66047/131072
+        //    = 5_779_112_500_000_000 / 131072 = 44_091_129_302.98..., rounded:
+        //    44_091_129_303.
+        // α = (255/256) * 65025/65536 + 1/256.
+        c.on_cnp(at(120));
+        assert_eq!(c.rate_bps(), Some(44_091_129_303));
+        let want = 255.0 / 256.0 * (65_025.0 / 65_536.0) + 1.0 / 256.0;
+        assert!((c.state().alpha - want).abs() < 1e-15);
+    }
+
+    #[test]
     fn the_timer_recovers_every_55_us_four_fast_steps_then_additive() {
         let mut c = paper();
         c.on_cnp(at(0));
