@@ -181,19 +181,22 @@ fn failures_exit_1_with_verify_fail() {
     assert!(total.contains("failed_seeds=1,2"), "{total}");
 }
 
+/// `ferroce sim ARGS` must exit 2 with `needle` in its error, print
+/// nothing else and not panic.
+fn fails(args: &[&str], needle: &str) {
+    let o = sim(args, Duration::from_secs(30));
+    assert_eq!(o.code, Some(2), "{args:?}: {}", o.all());
+    assert!(
+        o.stderr.contains(needle),
+        "{args:?}: wanted {needle:?} in:\n{}",
+        o.all()
+    );
+    assert!(!o.stderr.contains("panicked"), "{}", o.all());
+    assert!(o.stdout.is_empty(), "{}", o.all());
+}
+
 #[test]
 fn bad_arguments_are_named_and_exit_2() {
-    let fails = |args: &[&str], needle: &str| {
-        let o = sim(args, Duration::from_secs(30));
-        assert_eq!(o.code, Some(2), "{args:?}: {}", o.all());
-        assert!(
-            o.stderr.contains(needle),
-            "{args:?}: wanted {needle:?} in:\n{}",
-            o.all()
-        );
-        assert!(!o.stderr.contains("panicked"), "{}", o.all());
-        assert!(o.stdout.is_empty(), "{}", o.all());
-    };
     fails(
         &["--loss", "1.5"],
         "--loss 1.5 is not a probability in [0, 1]",
@@ -295,17 +298,6 @@ fn an_incast_runs_measures_and_prints_a_table_or_json() {
 
 #[test]
 fn incast_bad_arguments_are_named_and_exit_2() {
-    let fails = |args: &[&str], needle: &str| {
-        let o = sim(args, Duration::from_secs(30));
-        assert_eq!(o.code, Some(2), "{args:?}: {}", o.all());
-        assert!(
-            o.stderr.contains(needle),
-            "{args:?}: wanted {needle:?} in:\n{}",
-            o.all()
-        );
-        assert!(!o.stderr.contains("panicked"), "{}", o.all());
-        assert!(o.stdout.is_empty(), "{}", o.all());
-    };
     let with = |extra: &[&'static str]| -> Vec<&'static str> {
         let mut v = vec!["--incast", "2", "--cc", "none"];
         v.extend_from_slice(extra);
