@@ -57,8 +57,13 @@ impl Pacer {
         }
     }
 
-    /// A paced packet of `bytes` left at `now`, at `rate_bps`.
+    /// A paced packet of `bytes` left at `now`, at `rate_bps` (`None`:
+    /// unlimited, and nothing is kept).
     pub fn on_sent(&mut self, now: Instant, bytes: u64, rate_bps: Option<u64>) {
+        if !matches!(rate_bps, Some(r) if r > 0) {
+            self.last = None;
+            return;
+        }
         let floor = Instant::from_nanos(now.as_nanos().saturating_sub(self.max_lag.as_nanos()));
         let start = match self.release_at(rate_bps) {
             Some(t) if t > floor => t.min(now),
@@ -66,6 +71,15 @@ impl Pacer {
             None => now,
         };
         self.last = Some((start, bytes));
+    }
+
+    /// The QP had nothing to send at `now`: once its last packet's time
+    /// is over, the schedule restarts with the next one, so an idle QP
+    /// saves up no burst ([`Pacer::max_lag`] is for a late sender only).
+    pub fn on_idle(&mut self, now: Instant, rate_bps: Option<u64>) {
+        if self.ready(now, rate_bps) {
+            self.last = None;
+        }
     }
 }
 
@@ -121,6 +135,17 @@ mod tests {
         // ... but at 50 Gb/s, once the rate has recovered, 640 ns.
         assert_eq!(p.release_at(Some(50_000_000_000)), Some(t(640)));
         assert!(p.ready(t(640), Some(50_000_000_000)));
+    }
+
+    #[test]
+    fn an_idle_qp_saves_up_no_burst() {
+        let mut p = Pacer::new(Duration::from_nanos(500));
+        p.on_sent(t(0), 1000, TEN_G);
+        // Idle from 800 ns to 10 µs: the next two packets are a gap apart.
+        p.on_idle(t(5_000), TEN_G);
+        assert!(p.ready(t(10_000), TEN_G));
+        p.on_sent(t(10_000), 1000, TEN_G);
+        assert_eq!(p.release_at(TEN_G), Some(t(10_800)));
     }
 
     #[test]

@@ -1080,6 +1080,9 @@ impl Device {
                 Self::transmit(qp, mrs, cqs, events, np, now, buf)
             }
             TxOutcome::Idle => {
+                if !qp.resp.next_is_read_data() {
+                    qp.pacer.on_idle(now, qp.cc.rate_bps());
+                }
                 Self::check_drained(qp, events);
                 None
             }
