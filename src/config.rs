@@ -145,16 +145,22 @@ impl CongestionTable {
 
 /// A rate control by name, or loaded from a TOML file of its parameters.
 fn rate_control(s: &str) -> Result<crate::cc::CcConfig, String> {
-    if let Some(c) = crate::cc::CcConfig::from_name(s) {
-        return Ok(c);
+    match crate::cc::CcConfig::by_name_or_file(s) {
+        Some(r) => r.map_err(|e| format!("congestion.rate_control: {e}")),
+        None => Err(format!(
+            "congestion.rate_control {s:?} is none of none, dcqcn-cx, dcqcn-paper or a .toml file"
+        )),
     }
-    if s.ends_with(".toml") {
-        return crate::cc::CcConfig::load(Path::new(s))
-            .map_err(|e| format!("congestion.rate_control: {e}"));
-    }
-    Err(format!(
-        "congestion.rate_control {s:?} is none of none, dcqcn-cx, dcqcn-paper or a .toml file"
-    ))
+}
+
+/// The text of the file at `path` and its name for errors.
+fn read_text(path: &Path) -> Result<(String, String), ConfigError> {
+    let p = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: p.clone(),
+        source,
+    })?;
+    Ok((text, p))
 }
 
 /// The `[tools]` table: `ferroce demo` runs pingpong, write-bw, read-bw,
@@ -318,11 +324,7 @@ impl Default for LinkTestConfig {
 
 impl Config {
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let p = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: p.clone(),
-            source,
-        })?;
+        let (text, p) = read_text(path)?;
         Config::parse(&text, &p)
     }
 
@@ -415,12 +417,19 @@ impl CcConfig {
     /// algorithm's parameters (`configs/dcqcn-cx.toml`,
     /// `configs/dcqcn-paper.toml`); absent parameters keep their defaults.
     pub fn load(path: &Path) -> Result<CcConfig, ConfigError> {
-        let p = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: p.clone(),
-            source,
-        })?;
+        let (text, p) = read_text(path)?;
         CcConfig::parse(&text, &p)
+    }
+
+    /// The rate control `s` names (`none`, `dcqcn-cx`, `dcqcn-paper`, any
+    /// case) with its defaults, or the one a `.toml` file of parameters
+    /// holds; `None` when `s` is neither.
+    pub fn by_name_or_file(s: &str) -> Option<Result<CcConfig, ConfigError>> {
+        let s = s.trim();
+        if let Some(c) = CcConfig::from_name(&s.to_ascii_lowercase()) {
+            return Some(Ok(c));
+        }
+        s.ends_with(".toml").then(|| CcConfig::load(Path::new(s)))
     }
 
     /// Parses and checks a rate-control config given as text.

@@ -142,14 +142,10 @@ pub enum IncastError {
 /// `dcqcn-paper` or `none` with their default parameters, or a TOML file
 /// of parameters (`configs/dcqcn-cx.toml` is one).
 pub fn parse_cc(name: &str) -> Result<CcConfig, IncastError> {
-    let n = name.trim();
-    if let Some(c) = CcConfig::from_name(&n.to_ascii_lowercase()) {
-        return Ok(c);
+    match CcConfig::by_name_or_file(name) {
+        Some(r) => r.map_err(|e| IncastError::CcFile(e.to_string())),
+        None => Err(IncastError::UnknownCc(name.to_string())),
     }
-    if n.ends_with(".toml") {
-        return CcConfig::load(Path::new(n)).map_err(|e| IncastError::CcFile(e.to_string()));
-    }
-    Err(IncastError::UnknownCc(name.to_string()))
 }
 
 /// The switch's default ECN marking for a link of `rate_bps`, scaled
