@@ -53,6 +53,7 @@ use crate::cc::{CcCounters, CcState, Pacer, RateController, TraceRecord};
 use crate::time::{Duration, Instant};
 use crate::wire::{self, Ecn, Frame, IpRepr, MacAddr, Psn, Transport};
 use completer::{Outcome, RxEnv};
+use core::cell::Cell;
 use core::net::IpAddr;
 use mr::KeyMap;
 use path::Path;
@@ -364,6 +365,11 @@ pub struct Device {
     gone: QpCounters,
     events: VecDeque<Event>,
     backlogged: bool,
+    /// [`Device::poll_timeout`] as last computed, or `None` when stale:
+    /// every method that can move a QP's timer, pacer or rate marks it so.
+    /// Drivers ask for it after every event, most often of a device that
+    /// nothing happened to; it spares them a walk over every QP.
+    deadline: Cell<Option<Option<Instant>>>,
 }
 
 impl Device {
@@ -390,6 +396,7 @@ impl Device {
             gone: QpCounters::default(),
             events: VecDeque::new(),
             backlogged: false,
+            deadline: Cell::new(None),
         })
     }
 
@@ -587,6 +594,7 @@ impl Device {
                 paced_wait: false,
             },
         );
+        self.deadline.set(None);
         Ok(qpn)
     }
 
@@ -598,6 +606,7 @@ impl Device {
     }
 
     pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), Error> {
+        self.deadline.set(None);
         let qp = self.qps.remove(&qpn).ok_or(Error::NoSuchQp)?;
         self.gone.add(&qp.counters);
         self.ready.retain(|&q| q != qpn);
@@ -612,6 +621,7 @@ impl Device {
     /// Changes a QP's state and attributes (`ibv_modify_qp`); see
     /// [`qp::check_transition`] for what each transition takes.
     pub fn modify_qp(&mut self, qpn: u32, attr: &QpAttr, mask: AttrMask) -> Result<(), Error> {
+        self.deadline.set(None);
         let lim = qp::Limits {
             max_rd_atomic: self.cfg.max_qp_rd_atom,
             pkeys: self.cfg.pkeys.len(),
@@ -713,6 +723,7 @@ impl Device {
     /// Posts a send work request (`ibv_post_send`). In ERR it completes at
     /// once with a flush error.
     pub fn post_send(&mut self, qpn: u32, wr: SendWr) -> Result<(), Error> {
+        self.deadline.set(None);
         let qp = self.qps.get_mut(&qpn).ok_or(Error::NoSuchQp)?;
         match qp.state {
             QpState::Rts | QpState::Sqd | QpState::Err => {}
@@ -774,6 +785,7 @@ impl Device {
 
     /// Posts a receive work request (`ibv_post_recv`).
     pub fn post_recv(&mut self, qpn: u32, wr: RecvWr) -> Result<(), Error> {
+        self.deadline.set(None);
         let qp = self.qps.get_mut(&qpn).ok_or(Error::NoSuchQp)?;
         if qp.state == QpState::Reset {
             return Err(Error::WrongState(QpState::Reset));
@@ -814,6 +826,7 @@ impl Device {
 
     /// Handles one received frame.
     pub fn handle(&mut self, now: Instant, frame: &[u8]) {
+        self.deadline.set(None);
         self.rx.frames += 1;
         let f = match Frame::parse(frame) {
             Ok(f) => f,
@@ -968,6 +981,14 @@ impl Device {
         }
     }
 
+    /// Whether some QP may have a frame to send now (the ready list that
+    /// [`Device::poll_transmit`] walks is not empty). A driver with
+    /// nothing received, no timer due and this `false` can skip the
+    /// device.
+    pub fn wants_transmit(&self) -> bool {
+        !self.ready.is_empty()
+    }
+
     /// Writes the next frame to send into `buf` (9 KiB holds any) and
     /// returns its length; `None` when nothing is ready now.
     ///
@@ -976,6 +997,9 @@ impl Device {
     /// of it fires or its state changes, and leaves it when it has nothing
     /// to send; the ready ones take turns, a packet each.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+        if !self.ready.is_empty() {
+            self.deadline.set(None);
+        }
         while let Some(qpn) = self.ready.pop_front() {
             let Some(qp) = self.qps.get_mut(&qpn) else {
                 continue;
@@ -1108,6 +1132,15 @@ impl Device {
 
     /// When [`Device::handle_timeout`] must next be called.
     pub fn poll_timeout(&self) -> Option<Instant> {
+        if let Some(d) = self.deadline.get() {
+            return d;
+        }
+        let d = self.earliest_timer();
+        self.deadline.set(Some(d));
+        d
+    }
+
+    fn earliest_timer(&self) -> Option<Instant> {
         let timers = self
             .qps
             .values()
@@ -1125,6 +1158,7 @@ impl Device {
 
     /// Runs the timers due at `now`.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.deadline.set(None);
         for qp in self.qps.values_mut() {
             if qp.paced_wait {
                 qp.cc.advance(now);
