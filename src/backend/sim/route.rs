@@ -1,0 +1,275 @@
+//! The switches' forwarding state, computed from the topology: for every
+//! switch and destination host, the ports on a shortest path (fewest switch
+//! hops) to the switch the host is attached to; the ports a broadcast is
+//! flooded to (host ports, and switch ports along one spanning tree of the
+//! switch graph); the host that owns each MAC address.
+//!
+//! The tables are rebuilt as a whole, and only when the topology has
+//! changed ([`Routes::invalidate`]); a lookup then costs a binary search
+//! for the MAC and an index into flat vectors, and allocates nothing.
+
+#![deny(unsafe_code)]
+
+use super::{Endpoint, Host, Switch};
+use crate::wire::ethernet::HEADER_LEN as ETH_HEADER_LEN;
+
+/// Not reachable.
+const FAR: u32 = u32::MAX;
+
+/// What a switch does with a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Decision {
+    /// Queue it on this port.
+    Port(usize),
+    /// A group address: copy it to the switch's flood ports.
+    Flood,
+    /// Shorter than an Ethernet header.
+    Runt,
+    /// For no known host, or back to the host port it came in by.
+    Unknown,
+}
+
+/// The forwarding tables of every switch of a fabric.
+#[derive(Debug, Default)]
+pub(super) struct Routes {
+    /// The tables no longer match the topology.
+    stale: bool,
+    switches: usize,
+    /// The MACs of the hosts attached to a switch (as 48-bit integers),
+    /// sorted, and beside each the host's index.
+    macs: Vec<u64>,
+    mac_hosts: Vec<usize>,
+    /// Destination-major: entry `host * switches + switch` is the range
+    /// `start[i]..start[i + 1]` of `ports`.
+    start: Vec<usize>,
+    ports: Vec<usize>,
+    /// Per switch, the range `flood_start[s]..flood_start[s + 1]` of
+    /// `flood`: its ports a group-addressed frame is copied to.
+    flood_start: Vec<usize>,
+    flood: Vec<usize>,
+}
+
+/// A MAC address as the integer of its six bytes, big-endian.
+fn mac48(b: &[u8]) -> u64 {
+    b[..6].iter().fold(0, |acc, &x| (acc << 8) | u64::from(x))
+}
+
+impl Routes {
+    /// Marks the tables out of date: the next lookup rebuilds them.
+    pub(super) fn invalidate(&mut self) {
+        self.stale = true;
+    }
+
+    pub(super) fn is_stale(&self) -> bool {
+        self.stale
+    }
+
+    /// Recomputes every table from the topology.
+    pub(super) fn rebuild(&mut self, hosts: &[Host], switches: &[Switch]) {
+        let n = switches.len();
+        self.switches = n;
+
+        // Where each host is attached, and the MAC table.
+        let mut attached: Vec<Option<(usize, usize)>> = vec![None; hosts.len()];
+        let mut macs: Vec<(u64, usize)> = Vec::new();
+        for (s, sw) in switches.iter().enumerate() {
+            for (p, port) in sw.ports.iter().enumerate() {
+                if let Endpoint::Host(h) = port.peer {
+                    attached[h.0] = Some((s, p));
+                    macs.push((mac48(&hosts[h.0].mac.0), h.0));
+                }
+            }
+        }
+        macs.sort_unstable();
+        self.macs = macs.iter().map(|m| m.0).collect();
+        self.mac_hosts = macs.iter().map(|m| m.1).collect();
+
+        // The switch graph, reversed: for each switch v, the switches u
+        // with a port towards v (once per port).
+        let mut in_start = vec![0usize; n + 1];
+        for sw in switches {
+            for port in &sw.ports {
+                if let Endpoint::Switch { switch: v, .. } = port.peer {
+                    in_start[v.0 + 1] += 1;
+                }
+            }
+        }
+        for v in 0..n {
+            in_start[v + 1] += in_start[v];
+        }
+        let mut in_src = vec![0usize; in_start[n]];
+        let mut fill = in_start.clone();
+        for (u, sw) in switches.iter().enumerate() {
+            for port in &sw.ports {
+                if let Endpoint::Switch { switch: v, .. } = port.peer {
+                    in_src[fill[v.0]] = u;
+                    fill[v.0] += 1;
+                }
+            }
+        }
+
+        // Hops from every switch to each switch that has hosts:
+        // `dist[d * n + u]`, by a breadth-first search from d backwards.
+        let mut has_hosts = vec![false; n];
+        for &(s, _) in attached.iter().flatten() {
+            has_hosts[s] = true;
+        }
+        let mut dist = vec![FAR; n * n];
+        let mut queue = Vec::with_capacity(n);
+        for d in (0..n).filter(|&d| has_hosts[d]) {
+            let row = &mut dist[d * n..(d + 1) * n];
+            row[d] = 0;
+            queue.clear();
+            queue.push(d);
+            let mut head = 0;
+            while head < queue.len() {
+                let v = queue[head];
+                head += 1;
+                for &u in &in_src[in_start[v]..in_start[v + 1]] {
+                    if row[u] == FAR {
+                        row[u] = row[v] + 1;
+                        queue.push(u);
+                    }
+                }
+            }
+        }
+
+        // The tables, destination by destination.
+        self.start.clear();
+        self.ports.clear();
+        self.start.push(0);
+        for at in &attached {
+            for (u, sw) in switches.iter().enumerate() {
+                if let Some((d, host_port)) = *at {
+                    let here = dist[d * n + u];
+                    if u == d {
+                        self.ports.push(host_port);
+                    } else if here != FAR {
+                        for (p, port) in sw.ports.iter().enumerate() {
+                            if let Endpoint::Switch { switch: v, .. } = port.peer {
+                                if dist[d * n + v.0].saturating_add(1) == here {
+                                    self.ports.push(p);
+                                }
+                            }
+                        }
+                    }
+                }
+                self.start.push(self.ports.len());
+            }
+        }
+
+        self.build_flood(switches);
+        self.stale = false;
+    }
+
+    /// The flood ports: every host port, and the switch ports of one
+    /// spanning tree per connected group of switches (breadth-first from
+    /// its lowest-numbered switch; of parallel links, the first).
+    fn build_flood(&mut self, switches: &[Switch]) {
+        let n = switches.len();
+        let mut base = Vec::with_capacity(n + 1);
+        base.push(0);
+        for sw in switches {
+            base.push(base.last().copied().unwrap_or(0) + sw.ports.len());
+        }
+        let mut on_tree = vec![false; base[n]];
+        let mut seen = vec![false; n];
+        let mut queue = Vec::with_capacity(n);
+        for root in 0..n {
+            if seen[root] {
+                continue;
+            }
+            seen[root] = true;
+            queue.clear();
+            queue.push(root);
+            let mut head = 0;
+            while head < queue.len() {
+                let u = queue[head];
+                head += 1;
+                for (p, port) in switches[u].ports.iter().enumerate() {
+                    if let Endpoint::Switch { switch: v, port: q } = port.peer {
+                        if !seen[v.0] {
+                            seen[v.0] = true;
+                            on_tree[base[u] + p] = true;
+                            on_tree[base[v.0] + q] = true;
+                            queue.push(v.0);
+                        }
+                    }
+                }
+            }
+        }
+        self.flood_start.clear();
+        self.flood.clear();
+        self.flood_start.push(0);
+        for (u, sw) in switches.iter().enumerate() {
+            for (p, port) in sw.ports.iter().enumerate() {
+                let host = matches!(port.peer, Endpoint::Host(_));
+                if host || on_tree[base[u] + p] {
+                    self.flood.push(p);
+                }
+            }
+            self.flood_start.push(self.flood.len());
+        }
+    }
+
+    /// The host that owns this MAC (among the hosts attached to a switch).
+    fn host_of(&self, mac: u64) -> Option<usize> {
+        let i = self.macs.binary_search(&mac).ok()?;
+        Some(self.mac_hosts[i])
+    }
+
+    /// The host a frame is addressed to, if the tables know its MAC.
+    pub(super) fn host_of_frame(&self, frame: &[u8]) -> Option<usize> {
+        if frame.len() < 6 {
+            return None;
+        }
+        self.host_of(mac48(frame))
+    }
+
+    /// The ports of `switch` on a shortest path to `host` (empty: no
+    /// route, or a host the tables do not know).
+    pub(super) fn ports(&self, switch: usize, host: usize) -> &[usize] {
+        let i = host * self.switches + switch;
+        match (self.start.get(i), self.start.get(i + 1)) {
+            (Some(&lo), Some(&hi)) if switch < self.switches => &self.ports[lo..hi],
+            _ => &[],
+        }
+    }
+
+    /// The range of [`Routes::flood_port`] indices of a switch.
+    pub(super) fn flood_range(&self, switch: usize) -> std::ops::Range<usize> {
+        self.flood_start[switch]..self.flood_start[switch + 1]
+    }
+
+    pub(super) fn flood_port(&self, i: usize) -> usize {
+        self.flood[i]
+    }
+
+    /// Where `switch` sends a frame that came in by `in_port`. The tables
+    /// must be up to date.
+    pub(super) fn decide(
+        &self,
+        switches: &[Switch],
+        switch: usize,
+        in_port: usize,
+        frame: &[u8],
+    ) -> Decision {
+        if frame.len() < ETH_HEADER_LEN {
+            return Decision::Runt;
+        }
+        if frame[0] & 1 != 0 {
+            return Decision::Flood;
+        }
+        let Some(host) = self.host_of(mac48(frame)) else {
+            return Decision::Unknown;
+        };
+        let Some(&p) = self.ports(switch, host).first() else {
+            return Decision::Unknown;
+        };
+        let back_to_host = matches!(switches[switch].ports[p].peer, Endpoint::Host(_));
+        if p == in_port && back_to_host {
+            return Decision::Unknown;
+        }
+        Decision::Port(p)
+    }
+}

@@ -1,0 +1,342 @@
+//! Switch-to-switch topologies: shortest-path routing, flooding along a
+//! spanning tree, ECMP, link failures and static routes.
+
+use super::*;
+use crate::wire::opcode::Op;
+use crate::wire::{BthRepr, Ecn, FrameRepr, IpRepr, Opcode, Psn};
+
+fn mac(i: usize) -> MacAddr {
+    MacAddr([2, 0, 0, 0, 1, i as u8])
+}
+
+fn ip(i: usize) -> std::net::Ipv4Addr {
+    std::net::Ipv4Addr::new(198, 18, 1, i as u8)
+}
+
+/// A RoCE v2 SEND Only (IPv4, UDP 4791) from host `src` to host `dst`
+/// with UDP source port `sport`, as the transport builds it.
+fn roce(src: usize, dst: usize, sport: u16) -> VecBuf {
+    let ip = IpRepr::v4(ip(src), ip(dst), 26, Ecn::Ect0);
+    let bth = BthRepr::new(Opcode::rc(Op::SendOnly), 0x11, Psn::new(0));
+    let r = FrameRepr::roce(mac(src), mac(dst), ip, sport, bth);
+    let payload = [0x5a; 64];
+    let mut f = VecBuf::with_capacity(FRAME_CAPACITY);
+    let buf = f.append(r.frame_len(payload.len())).unwrap();
+    r.emit(&payload, buf).unwrap();
+    f
+}
+
+/// A bare Ethernet frame of 100 bytes (an unknown ethertype).
+fn raw(dst: MacAddr, src: MacAddr, tag: u8) -> VecBuf {
+    let mut f = VecBuf::with_capacity(FRAME_CAPACITY);
+    let b = f.append(100).unwrap();
+    b[0..6].copy_from_slice(&dst.0);
+    b[6..12].copy_from_slice(&src.0);
+    b[12..14].copy_from_slice(&0x88b5u16.to_be_bytes());
+    b[14..].fill(tag);
+    f
+}
+
+fn send(fabric: &mut Fabric, h: HostId, frames: Vec<VecBuf>) {
+    let mut port = fabric.port(h);
+    for chunk in frames.chunks(crate::backend::BURST) {
+        let mut burst = Burst::new();
+        for f in chunk {
+            burst.push(f.clone());
+        }
+        assert_eq!(port.tx_burst(&mut burst), chunk.len());
+    }
+}
+
+fn recv(fabric: &mut Fabric, h: HostId) -> Vec<VecBuf> {
+    let mut port = fabric.port(h);
+    let mut out = Vec::new();
+    let mut burst = Burst::new();
+    while port.rx_burst(&mut burst) > 0 {
+        out.extend(burst.drain(..));
+    }
+    out
+}
+
+/// `leaves` leaf switches with `per_leaf` hosts each, every leaf linked
+/// once to each of `spines` spine switches. Hosts are numbered leaf by
+/// leaf; a leaf's ports are its hosts, then its uplinks in spine order; a
+/// spine's port `l` goes to leaf `l`.
+struct LeafSpine {
+    fabric: Fabric,
+    leaves: Vec<SwitchId>,
+    spines: Vec<SwitchId>,
+    hosts: Vec<HostId>,
+    /// `uplinks[l][s]`: leaf `l` (a) to spine `s` (b).
+    uplinks: Vec<Vec<Link>>,
+}
+
+impl LeafSpine {
+    fn new(seed: u64, leaves: usize, spines: usize, per_leaf: usize) -> LeafSpine {
+        let mut fabric = Fabric::new(seed);
+        let leaf_ids: Vec<SwitchId> = (0..leaves).map(|_| fabric.add_switch()).collect();
+        let spine_ids: Vec<SwitchId> = (0..spines).map(|_| fabric.add_switch()).collect();
+        let mut hosts = Vec::new();
+        for &leaf in &leaf_ids {
+            for _ in 0..per_leaf {
+                let h = fabric.add_host(mac(hosts.len()));
+                fabric
+                    .connect_to_switch(h, leaf, LinkConfig::default())
+                    .unwrap();
+                hosts.push(h);
+            }
+        }
+        let uplinks = leaf_ids
+            .iter()
+            .map(|&leaf| {
+                spine_ids
+                    .iter()
+                    .map(|&spine| {
+                        fabric
+                            .connect_switches(leaf, spine, LinkConfig::default())
+                            .unwrap()
+                    })
+                    .collect()
+            })
+            .collect();
+        LeafSpine {
+            fabric,
+            leaves: leaf_ids,
+            spines: spine_ids,
+            hosts,
+            uplinks,
+        }
+    }
+
+    fn spine_traffic(&self) -> u64 {
+        self.uplinks
+            .iter()
+            .flatten()
+            .map(|l| {
+                self.fabric.link_counters(l.a_to_b).tx_frames
+                    + self.fabric.link_counters(l.b_to_a).tx_frames
+            })
+            .sum()
+    }
+
+    /// The spine a path crosses, if any.
+    fn spine_of(&self, path: &[ChannelId]) -> Option<usize> {
+        path.iter()
+            .find_map(|&ch| match self.fabric.channel_ends(ch).1 {
+                Endpoint::Switch { switch, .. } => self.spines.iter().position(|&s| s == switch),
+                Endpoint::Host(_) => None,
+            })
+    }
+}
+
+#[test]
+fn a_leaf_spine_fabric_routes_across_leaves_over_one_spine_and_locally_over_none() {
+    let mut ls = LeafSpine::new(1, 2, 2, 2);
+    let h = ls.hosts.clone();
+    // Host 0 (leaf 0) to host 3 (leaf 1): host link, leaf to spine, spine
+    // to leaf, leaf to host.
+    let far = roce(0, 3, 0xc000);
+    let path = ls.fabric.path(h[0], far.data()).unwrap();
+    assert_eq!(path.len(), 4);
+    assert_eq!(path[0], ls.fabric.host_link(h[0]).unwrap());
+    assert_eq!(ls.fabric.channel_ends(path[3]).1, Endpoint::Host(h[3]));
+    assert!(ls.spine_of(&path).is_some());
+    // Host 0 to host 1, both on leaf 0: no spine.
+    let near = roce(0, 1, 0xc000);
+    let path = ls.fabric.path(h[0], near.data()).unwrap();
+    assert_eq!(path.len(), 2);
+    assert_eq!(ls.spine_of(&path), None);
+
+    // A leaf offers both uplinks towards the other leaf's hosts, and the
+    // host's own port towards its own hosts; a spine its one link down.
+    let (leaf0, spine1) = (ls.leaves[0], ls.spines[1]);
+    assert_eq!(ls.fabric.route_ports(leaf0, h[3]).unwrap(), &[2, 3]);
+    assert_eq!(ls.fabric.route_ports(leaf0, h[1]).unwrap(), &[1]);
+    assert_eq!(ls.fabric.route_ports(spine1, h[2]).unwrap(), &[1]);
+    assert_eq!(
+        ls.fabric.route_ports(SwitchId(9), h[0]),
+        Err(SimError::UnknownSwitch(SwitchId(9)))
+    );
+    assert_eq!(
+        ls.fabric.route_ports(leaf0, HostId(99)),
+        Err(SimError::UnknownHost(HostId(99)))
+    );
+
+    // What the path says is what happens.
+    send(&mut ls.fabric, h[0], vec![far, near]);
+    ls.fabric.run_until_idle();
+    assert_eq!(recv(&mut ls.fabric, h[3]).len(), 1);
+    assert_eq!(recv(&mut ls.fabric, h[1]).len(), 1);
+    assert_eq!(ls.spine_traffic(), 2);
+    assert_eq!(ls.fabric.switch_counters(leaf0).forwarded, 2);
+
+    // The ports of a switch and their peers.
+    let ports: Vec<PortInfo> = ls.fabric.switch_ports(spine1).collect();
+    assert_eq!(ports.len(), 2);
+    assert_eq!(
+        ports[0].peer,
+        Endpoint::Switch {
+            switch: leaf0,
+            port: 3
+        }
+    );
+    assert_eq!(ports[0].ingress, ls.uplinks[0][1].a_to_b);
+    assert_eq!(ports[0].egress, ls.uplinks[0][1].b_to_a);
+    let up = ls.fabric.switch_port(leaf0, 3).unwrap();
+    assert_eq!(up.egress, ls.uplinks[0][1].a_to_b);
+    assert_eq!(
+        ls.fabric.channel_ends(up.egress),
+        (
+            Endpoint::Switch {
+                switch: leaf0,
+                port: 3
+            },
+            Endpoint::Switch {
+                switch: spine1,
+                port: 0
+            }
+        )
+    );
+}
+
+#[test]
+fn a_path_names_why_a_frame_would_not_arrive() {
+    let mut ls = LeafSpine::new(1, 2, 2, 2);
+    let h = ls.hosts.clone();
+    let lonely = ls.fabric.add_host(mac(50));
+    assert_eq!(
+        ls.fabric.path(lonely, roce(50, 0, 1).data()),
+        Err(SimError::NotConnected(lonely))
+    );
+    assert_eq!(
+        ls.fabric
+            .path(h[0], raw(MacAddr::BROADCAST, mac(0), 0).data())
+            .unwrap_err(),
+        SimError::NotUnicast
+    );
+    assert_eq!(
+        ls.fabric.path(h[0], &[0u8; 10]).unwrap_err(),
+        SimError::NotUnicast
+    );
+    let err = ls
+        .fabric
+        .path(h[0], raw(mac(77), mac(0), 0).data())
+        .unwrap_err();
+    assert_eq!(
+        err,
+        SimError::NoRoute {
+            switch: ls.leaves[0],
+            mac: mac(77)
+        }
+    );
+    assert_eq!(
+        err.to_string(),
+        "a frame for 02:00:00:00:01:4d has no route at switch 0"
+    );
+}
+
+/// Sends one broadcast from every host and checks that each other host
+/// got exactly one copy of each, the sender none.
+fn broadcast_once_each(fabric: &mut Fabric, hosts: &[HostId]) {
+    for (i, &h) in hosts.iter().enumerate() {
+        let src = fabric.mac(h);
+        send(fabric, h, vec![raw(MacAddr::BROADCAST, src, i as u8)]);
+    }
+    fabric.run_until_idle();
+    for (j, &h) in hosts.iter().enumerate() {
+        let mut tags: Vec<u8> = recv(fabric, h).iter().map(|f| f.data()[14]).collect();
+        tags.sort_unstable();
+        let want: Vec<u8> = (0..hosts.len() as u8).filter(|&i| i != j as u8).collect();
+        assert_eq!(tags, want, "host {j}");
+    }
+}
+
+#[test]
+fn a_broadcast_reaches_every_host_once_where_switches_form_loops() {
+    // A leaf-spine fabric is full of loops.
+    let mut ls = LeafSpine::new(1, 3, 2, 2);
+    let hosts = ls.hosts.clone();
+    broadcast_once_each(&mut ls.fabric, &hosts);
+    // Every switch flooded each broadcast once.
+    let flooded: u64 = (0..5)
+        .map(|s| ls.fabric.switch_counters(SwitchId(s)).flooded)
+        .sum();
+    assert_eq!(flooded, 6 * 5);
+
+    // A ring of three switches, two of them joined twice, with a host on
+    // each; and a second fabric island of one switch with two hosts.
+    let mut fabric = Fabric::new(2);
+    let s: Vec<SwitchId> = (0..4).map(|_| fabric.add_switch()).collect();
+    let cfg = LinkConfig::default();
+    fabric.connect_switches(s[0], s[1], cfg).unwrap();
+    fabric.connect_switches(s[1], s[2], cfg).unwrap();
+    fabric.connect_switches(s[2], s[0], cfg).unwrap();
+    fabric.connect_switches(s[1], s[0], cfg).unwrap();
+    let mut hosts = Vec::new();
+    for (i, &sw) in [s[0], s[1], s[2], s[3], s[3]].iter().enumerate() {
+        let h = fabric.add_host(mac(i));
+        fabric.connect_to_switch(h, sw, cfg).unwrap();
+        hosts.push(h);
+    }
+    for f in [0u8, 1, 2] {
+        let src = fabric.mac(hosts[f as usize]);
+        send(
+            &mut fabric,
+            hosts[f as usize],
+            vec![raw(MacAddr([0x01, 0, 0x5e, 0, 0, 1]), src, f)],
+        );
+    }
+    fabric.run_until_idle();
+    for (j, &h) in hosts.iter().enumerate() {
+        let got = recv(&mut fabric, h).len();
+        let want = if j < 3 { 2 } else { 0 };
+        assert_eq!(got, want, "host {j}");
+    }
+    let hosts_island = [hosts[3], hosts[4]];
+    broadcast_once_each(&mut fabric, &hosts_island);
+}
+
+#[test]
+fn switch_topology_mistakes_are_errors() {
+    let mut fabric = Fabric::new(0);
+    let a = fabric.add_switch();
+    let b = fabric.add_switch();
+    let cfg = LinkConfig::default();
+    assert_eq!(
+        fabric.connect_switches(a, a, cfg),
+        Err(SimError::SwitchSelfLoop(a))
+    );
+    assert_eq!(
+        fabric.connect_switches(a, a, cfg).unwrap_err().to_string(),
+        "cannot connect switch 0 to itself"
+    );
+    assert_eq!(
+        fabric.connect_switches(a, SwitchId(7), cfg),
+        Err(SimError::UnknownSwitch(SwitchId(7)))
+    );
+    assert_eq!(
+        fabric.connect_switches(SwitchId(8), b, cfg),
+        Err(SimError::UnknownSwitch(SwitchId(8)))
+    );
+    let bad = LinkConfig { loss: 2.0, ..cfg };
+    assert!(matches!(
+        fabric.connect_switches(a, b, bad),
+        Err(SimError::InvalidProbability { field: "loss", .. })
+    ));
+    // Nothing was half built.
+    assert_eq!(fabric.switch_ports(a).count(), 0);
+    fabric.connect_switches(a, b, cfg).unwrap();
+    fabric.connect_switches(b, a, cfg).unwrap();
+    assert_eq!(fabric.switch_ports(a).count(), 2);
+    // One MAC per fabric, across switches.
+    let h1 = fabric.add_host(mac(1));
+    let h2 = fabric.add_host(mac(1));
+    fabric.connect_to_switch(h1, a, cfg).unwrap();
+    assert_eq!(
+        fabric.connect_to_switch(h2, b, cfg),
+        Err(SimError::DuplicateMac {
+            switch: a,
+            mac: mac(1)
+        })
+    );
+}
