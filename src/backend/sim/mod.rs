@@ -6,9 +6,10 @@
 //! This module owns the topology (hosts, switches, links), the switches'
 //! forwarding (shortest-path routes, flooding), the virtual clock, the event calendar, the one seeded [`Rng`], the fault model, the
 //! per-link and per-host counters, ECN marking on egress queues, and an
-//! optional pcap capture per host. It knows frames as Ethernet bytes; the
-//! ECN marker alone looks into a frame, as far as its IP header's ECN field
-//! (never at RoCE).
+//! optional pcap capture per host. It knows frames as Ethernet bytes; it
+//! looks into a frame only to mark ECN (as far as the IP header's ECN
+//! field) and to spread flows over equal paths (as far as the UDP ports),
+//! never at RoCE.
 //!
 //! # Call order
 //!
@@ -103,7 +104,12 @@
 //! - a unicast frame for a host attached to a switch goes out by one of
 //!   the ports on a shortest path (fewest switch hops) to the host's switch
 //!   ([`Fabric::route_ports`]; [`Fabric::path`] traces a frame's whole
-//!   way);
+//!   way). Where there are several, a hash of the frame's flow key picks
+//!   one (ECMP): for UDP over IPv4 or IPv6 (RoCE v2), the source and
+//!   destination addresses and UDP ports, so that QPs spread by their UDP
+//!   source port (IBTA A17.5.1); for other frames, the two MACs. The hash
+//!   is salted per switch from the fabric's seed, so tiers choose
+//!   independently; a flow always takes the same path;
 //! - a broadcast or multicast frame (group bit set) is flooded to every
 //!   host port and to the switch ports of one spanning tree of the switch
 //!   graph (breadth-first from the lowest-numbered switch of each connected
@@ -517,7 +523,7 @@ impl Fabric {
             hosts: Vec::new(),
             switches: Vec::new(),
             channels: Vec::new(),
-            routes: Routes::default(),
+            routes: Routes::new(seed),
         }
     }
 

@@ -4,9 +4,20 @@
 //! flooded to (host ports, and switch ports along one spanning tree of the
 //! switch graph); the host that owns each MAC address.
 //!
+//! Where a destination has several ports on shortest paths, a switch picks
+//! one by a hash of the frame's flow key (equal-cost multi-path): for UDP
+//! over IPv4 or IPv6, the source and destination addresses and ports, so
+//! that RoCE v2 traffic spreads by its UDP source port, which a sender
+//! varies per QP for this purpose (IBTA A17.5.1); for any other frame, its
+//! destination and source MACs. Each switch seeds the hash with its own
+//! salt, derived from the fabric's seed and its index, so that the choices
+//! of consecutive tiers are independent (no polarisation), and the same
+//! flow always takes the same path.
+//!
 //! The tables are rebuilt as a whole, and only when the topology has
 //! changed ([`Routes::invalidate`]); a lookup then costs a binary search
-//! for the MAC and an index into flat vectors, and allocates nothing.
+//! for the MAC, a hash of at most 40 bytes and an index into flat vectors,
+//! and allocates nothing.
 
 #![deny(unsafe_code)]
 
@@ -30,8 +41,12 @@ pub(super) enum Decision {
 }
 
 /// The forwarding tables of every switch of a fabric.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Routes {
+    /// The fabric's seed, from which each switch's hash salt follows.
+    seed: u64,
+    /// Per switch, the salt of its flow hash.
+    salt: Vec<u64>,
     /// The tables no longer match the topology.
     stale: bool,
     switches: usize,
@@ -49,12 +64,122 @@ pub(super) struct Routes {
     flood: Vec<usize>,
 }
 
+const ETHERTYPE_IPV4: u16 = 0x0800;
+const ETHERTYPE_IPV6: u16 = 0x86dd;
+/// IEEE 802.1Q customer and service tags.
+const ETHERTYPE_VLAN: u16 = 0x8100;
+const ETHERTYPE_QINQ: u16 = 0x88a8;
+const IP_PROTO_UDP: u8 = 17;
+
+/// A bijective mix of 64 bits: xor-shifts and odd multipliers (the
+/// splitmix64 finaliser).
+fn mix(mut x: u64) -> u64 {
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// The words of a frame's flow key (see the module docs) and how many are
+/// used. The first word carries a tag of the key's kind, so that keys of
+/// different kinds do not collide by construction. `frame` holds at least
+/// an Ethernet header.
+fn flow_key(frame: &[u8]) -> ([u64; 5], usize) {
+    let be16 = |at: usize| {
+        frame
+            .get(at..at + 2)
+            .map(|b| u16::from_be_bytes([b[0], b[1]]))
+    };
+    let mut at = 12;
+    let mut ethertype = be16(at);
+    // Up to two VLAN tags (802.1Q, 802.1ad).
+    for _ in 0..2 {
+        if matches!(ethertype, Some(ETHERTYPE_VLAN | ETHERTYPE_QINQ)) {
+            at += 4;
+            ethertype = be16(at);
+        }
+    }
+    let l3 = frame.get(at + 2..).unwrap_or(&[]);
+    let ip = match ethertype {
+        Some(ETHERTYPE_IPV4) => ipv4_udp_key(l3),
+        Some(ETHERTYPE_IPV6) => ipv6_udp_key(l3),
+        _ => None,
+    };
+    ip.unwrap_or_else(|| ([1 << 48 | mac48(frame), mac48(&frame[6..]), 0, 0, 0], 2))
+}
+
+/// The UDP ports of an L4 header, as one word.
+fn ports(l4: &[u8]) -> Option<u64> {
+    let b = l4.get(..4)?;
+    Some(u64::from(u32::from_be_bytes([b[0], b[1], b[2], b[3]])))
+}
+
+/// Addresses and ports of an unfragmented UDP-over-IPv4 packet.
+fn ipv4_udp_key(ip: &[u8]) -> Option<([u64; 5], usize)> {
+    let ihl = usize::from(ip.first()? & 0x0f) * 4;
+    if ip[0] >> 4 != 4 || ihl < 20 || ip.len() < ihl || ip[9] != IP_PROTO_UDP {
+        return None;
+    }
+    // A fragment (offset or more-fragments set) may carry no UDP header.
+    if u16::from_be_bytes([ip[6], ip[7]]) & 0x3fff != 0 {
+        return None;
+    }
+    let addrs = u64::from_be_bytes(ip[12..20].try_into().ok()?);
+    let ports = ports(&ip[ihl..])?;
+    Some(([4 << 48 | ports, addrs, 0, 0, 0], 2))
+}
+
+/// Addresses and ports of a UDP-over-IPv6 packet with no extension header.
+fn ipv6_udp_key(ip: &[u8]) -> Option<([u64; 5], usize)> {
+    if ip.len() < 40 || ip[0] >> 4 != 6 || ip[6] != IP_PROTO_UDP {
+        return None;
+    }
+    let word = |at: usize| u64::from_be_bytes(ip[at..at + 8].try_into().unwrap_or_default());
+    let ports = ports(&ip[40..])?;
+    Some(([6 << 48 | ports, word(8), word(16), word(24), word(32)], 5))
+}
+
+/// The flow hash of a frame at a switch with this salt.
+fn flow_hash(frame: &[u8], salt: u64) -> u64 {
+    let (words, n) = flow_key(frame);
+    words[..n].iter().fold(salt, |h, &w| mix(h ^ w))
+}
+
+/// The salt of switch `index`'s flow hash in a fabric seeded with `seed`.
+fn salt(seed: u64, index: usize) -> u64 {
+    mix(seed
+        ^ mix((index as u64)
+            .wrapping_add(1)
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15)))
+}
+
+/// One of `n` choices, uniformly for a uniform hash: the high bits of
+/// `hash * n` (no modulo).
+fn pick(hash: u64, n: usize) -> usize {
+    ((u128::from(hash) * n as u128) >> 64) as usize
+}
+
 /// A MAC address as the integer of its six bytes, big-endian.
 fn mac48(b: &[u8]) -> u64 {
     b[..6].iter().fold(0, |acc, &x| (acc << 8) | u64::from(x))
 }
 
 impl Routes {
+    /// No tables yet, for a fabric seeded with `seed`.
+    pub(super) fn new(seed: u64) -> Routes {
+        Routes {
+            seed,
+            salt: Vec::new(),
+            stale: true,
+            switches: 0,
+            macs: Vec::new(),
+            mac_hosts: Vec::new(),
+            start: Vec::new(),
+            ports: Vec::new(),
+            flood_start: Vec::new(),
+            flood: Vec::new(),
+        }
+    }
+
     /// Marks the tables out of date: the next lookup rebuilds them.
     pub(super) fn invalidate(&mut self) {
         self.stale = true;
@@ -68,6 +193,7 @@ impl Routes {
     pub(super) fn rebuild(&mut self, hosts: &[Host], switches: &[Switch]) {
         let n = switches.len();
         self.switches = n;
+        self.salt = (0..n).map(|u| salt(self.seed, u)).collect();
 
         // Where each host is attached, and the MAC table.
         let mut attached: Vec<Option<(usize, usize)>> = vec![None; hosts.len()];
@@ -263,8 +389,11 @@ impl Routes {
         let Some(host) = self.host_of(mac48(frame)) else {
             return Decision::Unknown;
         };
-        let Some(&p) = self.ports(switch, host).first() else {
-            return Decision::Unknown;
+        let ports = self.ports(switch, host);
+        let p = match ports.len() {
+            0 => return Decision::Unknown,
+            1 => ports[0],
+            n => ports[pick(flow_hash(frame, self.salt[switch]), n)],
         };
         let back_to_host = matches!(switches[switch].ports[p].peer, Endpoint::Host(_));
         if p == in_port && back_to_host {

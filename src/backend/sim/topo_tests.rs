@@ -340,3 +340,172 @@ fn switch_topology_mistakes_are_errors() {
         })
     );
 }
+
+// ----- ECMP -----
+
+/// A RoCE v2 frame over IPv6, tagged with a VLAN, from `src` to `dst`.
+fn roce_v6_tagged(src: usize, dst: usize, sport: u16) -> VecBuf {
+    let addr = |i: usize| std::net::Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 1, i as u16);
+    let ip = IpRepr::v6(addr(src), addr(dst), 26, Ecn::Ect0, 0);
+    let bth = BthRepr::new(Opcode::rc(Op::SendOnly), 0x11, Psn::new(0));
+    let mut r = FrameRepr::roce(mac(src), mac(dst), ip, sport, bth);
+    r.eth.vlan = Some(crate::wire::VlanTag {
+        pcp: 3,
+        dei: false,
+        vid: 7,
+    });
+    let mut f = VecBuf::with_capacity(FRAME_CAPACITY);
+    let buf = f.append(r.frame_len(0)).unwrap();
+    r.emit(&[], buf).unwrap();
+    f
+}
+
+impl LeafSpine {
+    /// Frames that went up from every leaf to spine `s`.
+    fn up_to_spine(&self, s: usize) -> u64 {
+        self.uplinks
+            .iter()
+            .map(|l| self.fabric.link_counters(l[s].a_to_b).tx_frames)
+            .sum()
+    }
+}
+
+/// Whether `count` of `n` is within 4 standard deviations of a fair share
+/// of `1 / ways` (a binomial spread).
+fn fair(count: u64, n: u64, ways: u64) -> bool {
+    let p = 1.0 / ways as f64;
+    let mean = n as f64 * p;
+    let sd = (n as f64 * p * (1.0 - p)).sqrt();
+    (count as f64 - mean).abs() <= 4.0 * sd
+}
+
+#[test]
+fn ecmp_spreads_udp_source_ports_over_both_spines() {
+    let mut ls = LeafSpine::new(1, 2, 2, 2);
+    let h = ls.hosts.clone();
+    // 1000 flows from host 0 to host 2, one frame each, differing only by
+    // their UDP source port, as QPs do.
+    let frames: Vec<VecBuf> = (0..1000).map(|i| roce(0, 2, 0xc000 + i)).collect();
+    send(&mut ls.fabric, h[0], frames);
+    ls.fabric.run_until_idle();
+    assert_eq!(recv(&mut ls.fabric, h[2]).len(), 1000);
+    let (s0, s1) = (ls.up_to_spine(0), ls.up_to_spine(1));
+    assert_eq!(s0 + s1, 1000);
+    assert!(fair(s0, 1000, 2), "spine 0 carried {s0} of 1000");
+
+    // IPv6 behind a VLAN tag spreads the same way.
+    let frames: Vec<VecBuf> = (0..1000)
+        .map(|i| roce_v6_tagged(1, 3, 0xc000 + i))
+        .collect();
+    send(&mut ls.fabric, h[1], frames);
+    ls.fabric.run_until_idle();
+    assert_eq!(recv(&mut ls.fabric, h[3]).len(), 1000);
+    let s0 = ls.up_to_spine(0) - s0;
+    assert!(fair(s0, 1000, 2), "spine 0 carried {s0} of 1000");
+}
+
+#[test]
+fn one_flow_key_always_takes_one_path_in_order() {
+    let mut ls = LeafSpine::new(3, 2, 2, 2);
+    let h = ls.hosts.clone();
+    for sport in [0xc000u16, 0xc001, 0xd123, 0xffff] {
+        let before = [ls.up_to_spine(0), ls.up_to_spine(1)];
+        let path = ls.fabric.path(h[0], roce(0, 3, sport).data()).unwrap();
+        let spine = ls.spine_of(&path).unwrap();
+        // Frames of one flow differ beyond the key (here the PSN and the
+        // payload): all take the path the first one takes.
+        let frames: Vec<VecBuf> = (0..50u32)
+            .map(|psn| {
+                let mut f = roce(0, 3, sport);
+                let d = f.data_mut();
+                // The BTH's PSN (bytes 9..12 of the BTH, after 14 + 20 + 8).
+                d[42 + 9..42 + 12].copy_from_slice(&psn.to_be_bytes()[1..]);
+                let n = d.len();
+                d[n - 8] = psn as u8;
+                f
+            })
+            .collect();
+        for f in &frames {
+            assert_eq!(ls.fabric.path(h[0], f.data()).unwrap(), path);
+        }
+        send(&mut ls.fabric, h[0], frames);
+        ls.fabric.run_until_idle();
+        let got: Vec<u8> = recv(&mut ls.fabric, h[3])
+            .iter()
+            .map(|f| f.data()[f.len() - 8])
+            .collect();
+        assert_eq!(got, (0..50).collect::<Vec<u8>>());
+        let after = [ls.up_to_spine(0), ls.up_to_spine(1)];
+        assert_eq!(after[spine] - before[spine], 50);
+        assert_eq!(after[1 - spine], before[1 - spine]);
+    }
+    // A frame that is not UDP over IP hashes on its MACs: one pair of
+    // hosts, one path, whatever it carries.
+    let first = ls.fabric.path(h[1], raw(mac(2), mac(1), 0).data()).unwrap();
+    for tag in 1..20 {
+        let f = raw(mac(2), mac(1), tag);
+        assert_eq!(ls.fabric.path(h[1], f.data()).unwrap(), first);
+    }
+}
+
+#[test]
+fn consecutive_tiers_choose_independently() {
+    // Host x on switch A, two links A-B, two links B-C, host y on C: a
+    // switch that chose as the one before it would use two of the four
+    // combinations only.
+    let mut fabric = Fabric::new(5);
+    let s: Vec<SwitchId> = (0..3).map(|_| fabric.add_switch()).collect();
+    let cfg = LinkConfig::default();
+    let x = fabric.add_host(mac(0));
+    let y = fabric.add_host(mac(1));
+    fabric.connect_to_switch(x, s[0], cfg).unwrap();
+    fabric.connect_to_switch(y, s[2], cfg).unwrap();
+    let ab: Vec<Link> = (0..2)
+        .map(|_| fabric.connect_switches(s[0], s[1], cfg).unwrap())
+        .collect();
+    let bc: Vec<Link> = (0..2)
+        .map(|_| fabric.connect_switches(s[1], s[2], cfg).unwrap())
+        .collect();
+    let mut combos = [[0u64; 2]; 2];
+    for i in 0..2000 {
+        let path = fabric.path(x, roce(0, 1, i).data()).unwrap();
+        assert_eq!(path.len(), 4);
+        let first = ab.iter().position(|l| l.a_to_b == path[1]).unwrap();
+        let second = bc.iter().position(|l| l.a_to_b == path[2]).unwrap();
+        combos[first][second] += 1;
+    }
+    for (i, row) in combos.iter().enumerate() {
+        for (j, &c) in row.iter().enumerate() {
+            assert!(fair(c, 2000, 4), "links {i} then {j}: {c} of 2000");
+        }
+    }
+}
+
+/// Per uplink direction of a 4 x 2 x 4 fabric, the frames carried when
+/// every host sends 20 flows to every host on other leaves.
+fn uplink_counts(seed: u64) -> Vec<u64> {
+    let mut ls = LeafSpine::new(seed, 4, 2, 4);
+    let h = ls.hosts.clone();
+    for (i, &src) in h.iter().enumerate() {
+        let frames: Vec<VecBuf> = (0..h.len())
+            .filter(|j| j / 4 != i / 4)
+            .flat_map(|j| (0..20).map(move |k| roce(i, j, 0xc000 + k)))
+            .collect();
+        send(&mut ls.fabric, src, frames);
+    }
+    ls.fabric.run_until_idle();
+    ls.uplinks
+        .iter()
+        .flatten()
+        .flat_map(|l| [l.a_to_b, l.b_to_a])
+        .map(|ch| ls.fabric.link_counters(ch).tx_frames)
+        .collect()
+}
+
+#[test]
+fn the_same_seed_spreads_flows_the_same_way() {
+    let a = uplink_counts(11);
+    assert_eq!(a.iter().step_by(2).sum::<u64>(), 16 * 12 * 20);
+    assert_eq!(a, uplink_counts(11));
+    assert_ne!(a, uplink_counts(12));
+}
