@@ -120,6 +120,22 @@
 //!   shorter than an Ethernet header. A frame may leave by the switch port
 //!   it came in by, as a routed frame may.
 //!
+//! [`Fabric::set_route`] overrides a switch's choice for one destination
+//! (ECMP among the ports given), until [`Fabric::clear_route`], whatever
+//! the links do meanwhile: asymmetric routes, or routes that bounce between
+//! tiers, for experiments. A static route that would let frames go round a
+//! loop is refused.
+//!
+//! # Link failures
+//!
+//! [`Fabric::set_link_up`] takes a link down (or [`Fabric::set_channel_up`]
+//! one direction). A direction that is down takes no new frame
+//! ([`LinkCounters::dropped_down`]) and drops those waiting in its queue
+//! (counted there too); the frame being serialised and those already on the
+//! wire arrive. Routes and the flooding tree are recomputed over what is
+//! still up; a unicast frame for a host a switch has no route to any more
+//! is dropped there ([`SwitchCounters::dropped_no_route`]).
+//!
 //! # Determinism
 //!
 //! Events sit in a binary heap keyed by (time, sequence number), so events
@@ -279,6 +295,15 @@ pub enum SimError {
     NotConnected(HostId),
     #[error("a frame for {mac} has no route at {switch}")]
     NoRoute { switch: SwitchId, mac: MacAddr },
+    #[error("{switch} has no port {port}")]
+    UnknownPort { switch: SwitchId, port: usize },
+    #[error("{a_to_b} and {b_to_a} are not the two directions of one link")]
+    NotALink {
+        a_to_b: ChannelId,
+        b_to_a: ChannelId,
+    },
+    #[error("{0} is down")]
+    LinkDown(ChannelId),
     #[error("frames for {dst} would loop through {switch}")]
     RoutingLoop { switch: SwitchId, dst: HostId },
     #[error("the frame has no unicast destination (shorter than an Ethernet header, or a group address)")]
@@ -318,8 +343,12 @@ pub struct SwitchCounters {
     /// Broadcast or multicast frames copied to every other port (each
     /// counts once).
     pub flooded: u64,
-    /// Unicast frames for no known host, or for the port they came in by.
+    /// Unicast frames for no known host, or for the host port they came
+    /// in by.
     pub dropped_unknown: u64,
+    /// Unicast frames for a known host with no route from this switch (no
+    /// path over links that are up, or an empty static route).
+    pub dropped_no_route: u64,
     /// Frames shorter than an Ethernet header.
     pub dropped_runt: u64,
 }
@@ -328,8 +357,13 @@ impl fmt::Display for SwitchCounters {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "forwarded {}, flooded {}, dropped unknown {}, dropped runt {}",
-            self.forwarded, self.flooded, self.dropped_unknown, self.dropped_runt
+            "forwarded {}, flooded {}, dropped unknown {}, dropped without a route {}, \
+             dropped runt {}",
+            self.forwarded,
+            self.flooded,
+            self.dropped_unknown,
+            self.dropped_no_route,
+            self.dropped_runt
         )
     }
 }
@@ -427,6 +461,8 @@ struct Channel {
     cfg: LinkConfig,
     from: Endpoint,
     to: Endpoint,
+    /// Takes new frames (see [`Fabric::set_link_up`]).
+    up: bool,
     queue: EgressQueue,
     counters: LinkCounters,
 }
@@ -674,6 +710,7 @@ impl Fabric {
                 cfg,
                 from,
                 to,
+                up: true,
                 queue: EgressQueue::default(),
                 counters: LinkCounters::default(),
             });
@@ -803,7 +840,8 @@ impl Fabric {
     /// forwarding, which rebuilds them itself when the topology has
     /// changed; it moves that work to a moment of the caller's choosing.
     pub fn build_routes(&mut self) {
-        self.routes.rebuild(&self.hosts, &self.switches);
+        self.routes
+            .rebuild(&self.hosts, &self.switches, &self.channels);
     }
 
     fn fresh_routes(&mut self) {
@@ -813,7 +851,8 @@ impl Fabric {
     }
 
     /// The ports `switch` chooses among for a unicast frame to `dst`
-    /// (empty: no route).
+    /// (empty: no route): its static route's ports that are up, if it has
+    /// one, else those on shortest paths over links that are up.
     pub fn route_ports(&mut self, switch: SwitchId, dst: HostId) -> Result<&[usize], SimError> {
         if switch.0 >= self.switches.len() {
             return Err(SimError::UnknownSwitch(switch));
@@ -826,10 +865,12 @@ impl Fabric {
     }
 
     /// The link directions a frame with these bytes would take if `from`
-    /// sent it now, faults aside: from the host's own link to the one that
-    /// delivers it to a host. An error if it would be dropped on the way:
-    /// no unicast destination ([`SimError::NotUnicast`]), a switch with no
-    /// route for it ([`SimError::NoRoute`]).
+    /// sent it now, faults and full queues aside: from the host's own link
+    /// to the one that delivers it to a host. An error if it would be
+    /// dropped on the way: no unicast destination
+    /// ([`SimError::NotUnicast`]), a switch with no route for it
+    /// ([`SimError::NoRoute`]), the host's own link down
+    /// ([`SimError::LinkDown`]).
     pub fn path(&mut self, from: HostId, frame: &[u8]) -> Result<Vec<ChannelId>, SimError> {
         let host = self.hosts.get(from.0).ok_or(SimError::UnknownHost(from))?;
         let mut ch = host.egress.ok_or(SimError::NotConnected(from))?;
@@ -842,6 +883,9 @@ impl Fabric {
         // A frame crosses each link direction at most once on a path the
         // tables allow; the bound only guards against a bug.
         for _ in 0..=self.channels.len() {
+            if !self.channels[ch.0].up {
+                return Err(SimError::LinkDown(ch));
+            }
             path.push(ch);
             let (switch, in_port) = match self.channels[ch.0].to {
                 Endpoint::Host(_) => return Ok(path),
@@ -894,6 +938,122 @@ impl Fabric {
         Ok(())
     }
 
+    /// Takes a link down or brings it back up, both directions at once
+    /// (see [`Fabric::set_channel_up`]).
+    pub fn set_link_up(&mut self, link: Link, up: bool) -> Result<(), SimError> {
+        let (a, b) = (link.a_to_b, link.b_to_a);
+        for ch in [a, b] {
+            if ch.0 >= self.channels.len() {
+                return Err(SimError::UnknownChannel(ch));
+            }
+        }
+        let (ca, cb) = (&self.channels[a.0], &self.channels[b.0]);
+        if a == b || ca.from != cb.to || ca.to != cb.from {
+            return Err(SimError::NotALink {
+                a_to_b: a,
+                b_to_a: b,
+            });
+        }
+        self.set_channel_up(a, up)?;
+        self.set_channel_up(b, up)
+    }
+
+    /// Takes one direction of a link down or brings it back up. A direction
+    /// that is down takes no new frame (each refused one counts in
+    /// [`LinkCounters::dropped_down`]); as it goes down, the frames waiting
+    /// in its queue are dropped (and count there too), while the one being
+    /// serialised and those already on the wire arrive. Switches route
+    /// around it from then on (see the module docs).
+    pub fn set_channel_up(&mut self, ch: ChannelId, up: bool) -> Result<(), SimError> {
+        let c = self
+            .channels
+            .get_mut(ch.0)
+            .ok_or(SimError::UnknownChannel(ch))?;
+        if c.up != up {
+            c.up = up;
+            if !up {
+                c.counters.dropped_down += c.queue.drop_waiting();
+            }
+            self.routes.invalidate();
+        }
+        Ok(())
+    }
+
+    /// Whether the link direction takes frames ([`Fabric::set_channel_up`]).
+    pub fn is_up(&self, ch: ChannelId) -> bool {
+        self.channels[ch.0].up
+    }
+
+    /// Makes `switch` send unicast frames for `dst` by one of `ports`
+    /// (picked by the flow hash, as for equal-cost paths; a port listed
+    /// twice gets twice the share), instead of by its shortest paths, until
+    /// [`Fabric::clear_route`]. Ports that are down are skipped; with none
+    /// left (or none given), frames for `dst` are dropped at `switch`
+    /// ([`SwitchCounters::dropped_no_route`]). The route holds whatever
+    /// links fail or recover later.
+    ///
+    /// Refused if a port does not exist, or if frames for `dst` could then
+    /// go round in a loop ([`SimError::RoutingLoop`]: every switch on the
+    /// way needs a route that leads on). Should a link failure later close
+    /// such a loop, its switches drop frames for `dst` rather than send
+    /// them round it.
+    pub fn set_route(
+        &mut self,
+        switch: SwitchId,
+        dst: HostId,
+        ports: &[usize],
+    ) -> Result<(), SimError> {
+        self.known_route_key(switch, dst)?;
+        let have = self.switches[switch.0].ports.len();
+        if let Some(&port) = ports.iter().find(|&&p| p >= have) {
+            return Err(SimError::UnknownPort { switch, port });
+        }
+        let before = self
+            .routes
+            .set_static(dst.0, switch.0, Some(ports.to_vec()));
+        self.check_loop_free(switch, dst, before)
+    }
+
+    /// Removes `switch`'s static route for `dst` (if any): its shortest
+    /// paths apply again. Refused, as [`Fabric::set_route`] is, if frames
+    /// for `dst` could then go round in a loop.
+    pub fn clear_route(&mut self, switch: SwitchId, dst: HostId) -> Result<(), SimError> {
+        self.known_route_key(switch, dst)?;
+        let before = self.routes.set_static(dst.0, switch.0, None);
+        self.check_loop_free(switch, dst, before)
+    }
+
+    fn known_route_key(&self, switch: SwitchId, dst: HostId) -> Result<(), SimError> {
+        if switch.0 >= self.switches.len() {
+            return Err(SimError::UnknownSwitch(switch));
+        }
+        if dst.0 >= self.hosts.len() {
+            return Err(SimError::UnknownHost(dst));
+        }
+        Ok(())
+    }
+
+    /// Rebuilds the routes after a change of `switch`'s static route for
+    /// `dst`; if frames for `dst` could loop, puts back the route it had
+    /// (`before`) and refuses.
+    fn check_loop_free(
+        &mut self,
+        switch: SwitchId,
+        dst: HostId,
+        before: Option<Vec<usize>>,
+    ) -> Result<(), SimError> {
+        self.build_routes();
+        let Some(at) = self.routes.loop_at(dst.0) else {
+            return Ok(());
+        };
+        self.routes.set_static(dst.0, switch.0, before);
+        self.routes.invalidate();
+        Err(SimError::RoutingLoop {
+            switch: SwitchId(at),
+            dst,
+        })
+    }
+
     /// Records every frame the host sends and receives from now on into
     /// `writer` (replacing, and dropping unflushed, any earlier capture of
     /// this host). See the module docs.
@@ -937,8 +1097,19 @@ impl Fabric {
             cap.record(now, frame.data());
         }
         match h.egress {
-            Some(ch) => self.enqueue(ch, frame),
+            Some(ch) => self.offer(ch, frame),
             None => h.counters.dropped_no_link += 1,
+        }
+    }
+
+    /// Hands a frame to a link direction: refused if it is down, else
+    /// queued ([`Fabric::enqueue`]).
+    fn offer(&mut self, ch: ChannelId, frame: VecBuf) {
+        let c = &mut self.channels[ch.0];
+        if c.up {
+            self.enqueue(ch, frame);
+        } else {
+            c.counters.dropped_down += 1;
         }
     }
 
@@ -1066,7 +1237,7 @@ impl Fabric {
             Decision::Port(p) => {
                 sw.counters.forwarded += 1;
                 let egress = sw.ports[p].egress;
-                self.enqueue(egress, frame);
+                self.offer(egress, frame);
             }
             Decision::Flood => {
                 sw.counters.flooded += 1;
@@ -1074,11 +1245,12 @@ impl Fabric {
                     let p = self.routes.flood_port(i);
                     if p != in_port {
                         let egress = self.switches[switch.0].ports[p].egress;
-                        self.enqueue(egress, frame.clone());
+                        self.offer(egress, frame.clone());
                     }
                 }
             }
             Decision::Unknown => sw.counters.dropped_unknown += 1,
+            Decision::NoRoute => sw.counters.dropped_no_route += 1,
             Decision::Runt => sw.counters.dropped_runt += 1,
         }
     }

@@ -1,8 +1,16 @@
-//! The switches' forwarding state, computed from the topology: for every
-//! switch and destination host, the ports on a shortest path (fewest switch
-//! hops) to the switch the host is attached to; the ports a broadcast is
-//! flooded to (host ports, and switch ports along one spanning tree of the
-//! switch graph); the host that owns each MAC address.
+//! The switches' forwarding state, computed from the topology and the
+//! state of its links: for every switch and destination host, the ports on
+//! a shortest path (fewest switch hops) over link directions that are up
+//! to the switch the host is attached to, or those of a static route; the
+//! ports a broadcast is flooded to (host ports, and switch ports along one
+//! spanning tree of the switch graph); the host that owns each MAC address.
+//!
+//! Shortest paths never loop; static routes could. Static routes that
+//! would make frames for a destination go round a loop are refused when
+//! they are set; where a later link failure closes one, the loop is broken
+//! at the switch where a depth-first search over the destination's
+//! forwarding graph finds it (lowest switch first, ports in order), whose
+//! route loses the port that closes it.
 //!
 //! Where a destination has several ports on shortest paths, a switch picks
 //! one by a hash of the frame's flow key (equal-cost multi-path): for UDP
@@ -21,7 +29,9 @@
 
 #![deny(unsafe_code)]
 
-use super::{Endpoint, Host, Switch};
+use std::collections::BTreeMap;
+
+use super::{Channel, Endpoint, Host, Switch};
 use crate::wire::ethernet::HEADER_LEN as ETH_HEADER_LEN;
 
 /// Not reachable.
@@ -38,7 +48,12 @@ pub(super) enum Decision {
     Runt,
     /// For no known host, or back to the host port it came in by.
     Unknown,
+    /// For a known host this switch has no route to.
+    NoRoute,
 }
+
+/// A port struck from a route to break a loop (not a port number).
+const STRUCK: usize = usize::MAX;
 
 /// The forwarding tables of every switch of a fabric.
 #[derive(Debug)]
@@ -62,6 +77,11 @@ pub(super) struct Routes {
     /// `flood`: its ports a group-addressed frame is copied to.
     flood_start: Vec<usize>,
     flood: Vec<usize>,
+    /// Static routes: (destination host, switch) -> ports.
+    statics: BTreeMap<(usize, usize), Vec<usize>>,
+    /// Per destination with a loop broken at the last rebuild, the switch
+    /// where it was broken (the first found).
+    loops: Vec<(usize, usize)>,
 }
 
 const ETHERTYPE_IPV4: u16 = 0x0800;
@@ -177,7 +197,29 @@ impl Routes {
             ports: Vec::new(),
             flood_start: Vec::new(),
             flood: Vec::new(),
+            statics: BTreeMap::new(),
+            loops: Vec::new(),
         }
+    }
+
+    /// Sets (`Some`) or removes (`None`) the static route of `switch` for
+    /// `dst`; returns the one it had. The tables are then stale.
+    pub(super) fn set_static(
+        &mut self,
+        dst: usize,
+        switch: usize,
+        ports: Option<Vec<usize>>,
+    ) -> Option<Vec<usize>> {
+        self.stale = true;
+        match ports {
+            Some(p) => self.statics.insert((dst, switch), p),
+            None => self.statics.remove(&(dst, switch)),
+        }
+    }
+
+    /// Where the last rebuild broke a loop of frames for `dst`, if it did.
+    pub(super) fn loop_at(&self, dst: usize) -> Option<usize> {
+        self.loops.iter().find(|l| l.0 == dst).map(|l| l.1)
     }
 
     /// Marks the tables out of date: the next lookup rebuilds them.
@@ -190,7 +232,8 @@ impl Routes {
     }
 
     /// Recomputes every table from the topology.
-    pub(super) fn rebuild(&mut self, hosts: &[Host], switches: &[Switch]) {
+    pub(super) fn rebuild(&mut self, hosts: &[Host], switches: &[Switch], channels: &[Channel]) {
+        let up = |ch: super::ChannelId| channels[ch.0].up;
         let n = switches.len();
         self.switches = n;
         self.salt = (0..n).map(|u| salt(self.seed, u)).collect();
@@ -210,11 +253,12 @@ impl Routes {
         self.macs = macs.iter().map(|m| m.0).collect();
         self.mac_hosts = macs.iter().map(|m| m.1).collect();
 
-        // The switch graph, reversed: for each switch v, the switches u
-        // with a port towards v (once per port).
+        // The switch graph over link directions that are up, reversed: for
+        // each switch v, the switches u with a port towards v (once per
+        // port).
         let mut in_start = vec![0usize; n + 1];
         for sw in switches {
-            for port in &sw.ports {
+            for port in sw.ports.iter().filter(|p| up(p.egress)) {
                 if let Endpoint::Switch { switch: v, .. } = port.peer {
                     in_start[v.0 + 1] += 1;
                 }
@@ -226,7 +270,7 @@ impl Routes {
         let mut in_src = vec![0usize; in_start[n]];
         let mut fill = in_start.clone();
         for (u, sw) in switches.iter().enumerate() {
-            for port in &sw.ports {
+            for port in sw.ports.iter().filter(|p| up(p.egress)) {
                 if let Endpoint::Switch { switch: v, .. } = port.peer {
                     in_src[fill[v.0]] = u;
                     fill[v.0] += 1;
@@ -263,35 +307,58 @@ impl Routes {
         // The tables, destination by destination.
         self.start.clear();
         self.ports.clear();
+        self.loops.clear();
         self.start.push(0);
-        for at in &attached {
-            for (u, sw) in switches.iter().enumerate() {
-                if let Some((d, host_port)) = *at {
-                    let here = dist[d * n + u];
-                    if u == d {
-                        self.ports.push(host_port);
-                    } else if here != FAR {
-                        for (p, port) in sw.ports.iter().enumerate() {
-                            if let Endpoint::Switch { switch: v, .. } = port.peer {
-                                if dist[d * n + v.0].saturating_add(1) == here {
-                                    self.ports.push(p);
-                                }
+        let mut lists: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for (h, at) in attached.iter().enumerate() {
+            for (u, list) in lists.iter_mut().enumerate() {
+                list.clear();
+                if let Some(fixed) = self.statics.get(&(h, u)) {
+                    let ports = &switches[u].ports;
+                    list.extend(fixed.iter().filter(|&&p| up(ports[p].egress)));
+                    continue;
+                }
+                let Some((d, host_port)) = *at else {
+                    continue;
+                };
+                if !up(switches[d].ports[host_port].egress) {
+                    continue;
+                }
+                let here = dist[d * n + u];
+                if u == d {
+                    list.push(host_port);
+                } else if here != FAR {
+                    for (p, port) in switches[u].ports.iter().enumerate() {
+                        if let Endpoint::Switch { switch: v, .. } = port.peer {
+                            if up(port.egress) && dist[d * n + v.0].saturating_add(1) == here {
+                                list.push(p);
                             }
                         }
                     }
                 }
+            }
+            let has_static = self.statics.range((h, 0)..(h + 1, 0)).next().is_some();
+            if has_static {
+                if let Some(at) = break_loops(switches, &mut lists) {
+                    self.loops.push((h, at));
+                }
+            }
+            for list in &lists {
+                self.ports.extend_from_slice(list);
                 self.start.push(self.ports.len());
             }
         }
 
-        self.build_flood(switches);
+        self.build_flood(switches, channels);
         self.stale = false;
     }
 
-    /// The flood ports: every host port, and the switch ports of one
-    /// spanning tree per connected group of switches (breadth-first from
-    /// its lowest-numbered switch; of parallel links, the first).
-    fn build_flood(&mut self, switches: &[Switch]) {
+    /// The flood ports: every host port that is up, and the switch ports
+    /// of one spanning tree per connected group of switches, over links up
+    /// both ways (breadth-first from its lowest-numbered switch; of
+    /// parallel links, the first).
+    fn build_flood(&mut self, switches: &[Switch], channels: &[Channel]) {
+        let up = |ch: super::ChannelId| channels[ch.0].up;
         let n = switches.len();
         let mut base = Vec::with_capacity(n + 1);
         base.push(0);
@@ -313,6 +380,9 @@ impl Routes {
                 let u = queue[head];
                 head += 1;
                 for (p, port) in switches[u].ports.iter().enumerate() {
+                    if !up(port.egress) || !up(port.ingress) {
+                        continue;
+                    }
                     if let Endpoint::Switch { switch: v, port: q } = port.peer {
                         if !seen[v.0] {
                             seen[v.0] = true;
@@ -329,7 +399,7 @@ impl Routes {
         self.flood_start.push(0);
         for (u, sw) in switches.iter().enumerate() {
             for (p, port) in sw.ports.iter().enumerate() {
-                let host = matches!(port.peer, Endpoint::Host(_));
+                let host = matches!(port.peer, Endpoint::Host(_)) && up(port.egress);
                 if host || on_tree[base[u] + p] {
                     self.flood.push(p);
                 }
@@ -391,7 +461,7 @@ impl Routes {
         };
         let ports = self.ports(switch, host);
         let p = match ports.len() {
-            0 => return Decision::Unknown,
+            0 => return Decision::NoRoute,
             1 => ports[0],
             n => ports[pick(flow_hash(frame, self.salt[switch]), n)],
         };
@@ -401,4 +471,55 @@ impl Routes {
         }
         Decision::Port(p)
     }
+}
+
+/// Breaks every loop in one destination's forwarding graph (switch `u` has
+/// an edge to switch `v` for each port of `lists[u]` that leads to `v`):
+/// a depth-first search from each switch in turn, ports in order, strikes
+/// every port that leads back to a switch still on its stack. What is left
+/// has no loop (the edges kept are tree, forward and cross edges of the
+/// search). Returns the switch of the first port struck.
+fn break_loops(switches: &[Switch], lists: &mut [Vec<usize>]) -> Option<usize> {
+    const NEW: u8 = 0;
+    const ON_STACK: u8 = 1;
+    const DONE: u8 = 2;
+    let n = lists.len();
+    let mut state = vec![NEW; n];
+    let mut stack: Vec<(usize, usize)> = Vec::new();
+    let mut first = None;
+    for root in 0..n {
+        if state[root] != NEW {
+            continue;
+        }
+        state[root] = ON_STACK;
+        stack.push((root, 0));
+        while let Some(&(u, i)) = stack.last() {
+            let Some(&p) = lists[u].get(i) else {
+                state[u] = DONE;
+                stack.pop();
+                continue;
+            };
+            if let Some(top) = stack.last_mut() {
+                top.1 += 1;
+            }
+            let Endpoint::Switch { switch: v, .. } = switches[u].ports[p].peer else {
+                continue;
+            };
+            match state[v.0] {
+                NEW => {
+                    state[v.0] = ON_STACK;
+                    stack.push((v.0, 0));
+                }
+                ON_STACK => {
+                    lists[u][i] = STRUCK;
+                    first.get_or_insert(u);
+                }
+                _ => {}
+            }
+        }
+    }
+    for list in lists.iter_mut() {
+        list.retain(|&p| p != STRUCK);
+    }
+    first
 }

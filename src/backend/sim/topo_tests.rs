@@ -509,3 +509,297 @@ fn the_same_seed_spreads_flows_the_same_way() {
     assert_eq!(a, uplink_counts(11));
     assert_ne!(a, uplink_counts(12));
 }
+
+// ----- Link failures and static routes -----
+
+/// Sends one frame per UDP source port from host `src` to host `dst`.
+fn flows(fabric: &mut Fabric, src: usize, dst: usize, n: u16) {
+    let frames = (0..n).map(|i| roce(src, dst, 0xc000 + i)).collect();
+    send(fabric, HostId(src), frames);
+}
+
+#[test]
+fn a_failed_uplink_drops_its_queue_and_every_flow_moves_to_the_other_spine() {
+    let mut ls = LeafSpine::new(1, 2, 2, 2);
+    let h = ls.hosts.clone();
+    let slow_up = ls.uplinks[0][0];
+    // Leaf 0's uplink to spine 0 runs at 1 Gb/s: what ECMP puts there
+    // queues.
+    let slow = LinkConfig {
+        rate_bps: 1_000_000_000,
+        ..LinkConfig::default()
+    };
+    ls.fabric.set_link_config(slow_up.a_to_b, slow).unwrap();
+    flows(&mut ls.fabric, 0, 2, 400);
+    ls.fabric.advance_to(Instant::from_nanos(20_000));
+    let q = ls.fabric.egress_queue(slow_up.a_to_b);
+    let waiting = q.frames() as u64 - u64::from(q.is_busy());
+    let sent = ls.fabric.link_counters(slow_up.a_to_b).tx_frames;
+    assert!(waiting > 100, "{waiting} waiting");
+
+    ls.fabric.set_link_up(slow_up, false).unwrap();
+    assert!(!ls.fabric.is_up(slow_up.a_to_b) && !ls.fabric.is_up(slow_up.b_to_a));
+    let c = *ls.fabric.link_counters(slow_up.a_to_b);
+    assert_eq!(c.dropped_down, waiting);
+    assert_eq!(ls.fabric.egress_queue(slow_up.a_to_b).frames() as u64, 1);
+    ls.fabric.run_until_idle();
+    // What had left, and the frame on the wire, arrived; the rest is lost.
+    let c = *ls.fabric.link_counters(slow_up.a_to_b);
+    assert_eq!(c.tx_frames, sent + 1);
+    assert_eq!(c.rx_frames, sent + 1);
+    assert_eq!(recv(&mut ls.fabric, h[2]).len() as u64, 400 - waiting);
+    assert!(c
+        .to_string()
+        .contains(&format!("dropped while down {waiting}")));
+
+    // From now on every flow takes spine 1.
+    assert_eq!(ls.fabric.route_ports(ls.leaves[0], h[2]).unwrap(), &[3]);
+    for sport in 0..100 {
+        let path = ls.fabric.path(h[0], roce(0, 2, sport).data()).unwrap();
+        assert_eq!(ls.spine_of(&path), Some(1));
+    }
+    let before = ls.up_to_spine(0);
+    flows(&mut ls.fabric, 0, 3, 200);
+    flows(&mut ls.fabric, 1, 2, 200);
+    ls.fabric.run_until_idle();
+    assert_eq!(recv(&mut ls.fabric, h[3]).len(), 200);
+    assert_eq!(recv(&mut ls.fabric, h[2]).len(), 200);
+    assert_eq!(ls.up_to_spine(0), before);
+    // Spine 0 has lost its way to leaf 0's hosts through that link too,
+    // but still reaches them through leaf 1 and spine 1.
+    assert_eq!(ls.fabric.route_ports(ls.spines[0], h[0]).unwrap(), &[1]);
+    // Nothing was refused at a switch: no route led into the failed link.
+    assert_eq!(
+        c.dropped_down,
+        ls.fabric.link_counters(slow_up.a_to_b).dropped_down
+    );
+
+    // Back up: both spines again.
+    ls.fabric.set_link_up(slow_up, true).unwrap();
+    assert_eq!(ls.fabric.route_ports(ls.leaves[0], h[2]).unwrap(), &[2, 3]);
+    flows(&mut ls.fabric, 0, 2, 200);
+    ls.fabric.run_until_idle();
+    assert_eq!(recv(&mut ls.fabric, h[2]).len(), 200);
+    assert!(ls.up_to_spine(0) > before);
+}
+
+#[test]
+fn a_host_whose_link_is_down_is_unreachable_and_cannot_send() {
+    let mut ls = LeafSpine::new(1, 2, 2, 2);
+    let h = ls.hosts.clone();
+    let link = Link {
+        a_to_b: ls.fabric.host_link(h[3]).unwrap(),
+        b_to_a: ls.fabric.switch_port(ls.leaves[1], 1).unwrap().egress,
+    };
+    ls.fabric.set_link_up(link, false).unwrap();
+    flows(&mut ls.fabric, 0, 3, 10);
+    flows(&mut ls.fabric, 2, 3, 5);
+    flows(&mut ls.fabric, 3, 0, 7);
+    ls.fabric.run_until_idle();
+    assert!(recv(&mut ls.fabric, h[3]).is_empty());
+    assert!(recv(&mut ls.fabric, h[0]).is_empty());
+    // Dropped at the first switch, which knows the MAC but has no route.
+    assert_eq!(ls.fabric.switch_counters(ls.leaves[0]).dropped_no_route, 10);
+    assert_eq!(ls.fabric.switch_counters(ls.leaves[1]).dropped_no_route, 5);
+    assert_eq!(ls.spine_traffic(), 0);
+    // Host 3's frames never left it.
+    assert_eq!(ls.fabric.link_counters(link.a_to_b).dropped_down, 7);
+    assert_eq!(ls.fabric.link_counters(link.a_to_b).tx_frames, 0);
+    assert_eq!(ls.fabric.host_counters(h[3]).tx_frames, 7);
+    assert_eq!(
+        ls.fabric.path(h[0], roce(0, 3, 1).data()),
+        Err(SimError::NoRoute {
+            switch: ls.leaves[0],
+            mac: mac(3)
+        })
+    );
+    assert_eq!(
+        ls.fabric.path(h[3], roce(3, 0, 1).data()),
+        Err(SimError::LinkDown(link.a_to_b))
+    );
+    // A broadcast skips the dead port.
+    send(
+        &mut ls.fabric,
+        h[0],
+        vec![raw(MacAddr::BROADCAST, mac(0), 1)],
+    );
+    ls.fabric.run_until_idle();
+    assert_eq!(recv(&mut ls.fabric, h[2]).len(), 1);
+    assert_eq!(ls.fabric.link_counters(link.b_to_a).dropped_down, 0);
+}
+
+#[test]
+fn a_static_route_is_followed_until_cleared() {
+    let mut ls = LeafSpine::new(1, 2, 2, 2);
+    let h = ls.hosts.clone();
+    let leaf0 = ls.leaves[0];
+    // Leaf 0 sends everything for host 2 by spine 1 (port 3).
+    ls.fabric.set_route(leaf0, h[2], &[3]).unwrap();
+    assert_eq!(ls.fabric.route_ports(leaf0, h[2]).unwrap(), &[3]);
+    flows(&mut ls.fabric, 0, 2, 100);
+    ls.fabric.run_until_idle();
+    assert_eq!(recv(&mut ls.fabric, h[2]).len(), 100);
+    assert_eq!((ls.up_to_spine(0), ls.up_to_spine(1)), (0, 100));
+    // Other destinations keep both spines.
+    assert_eq!(ls.fabric.route_ports(leaf0, h[3]).unwrap(), &[2, 3]);
+    // It holds through recomputation.
+    ls.fabric.set_link_up(ls.uplinks[1][0], false).unwrap();
+    ls.fabric.set_link_up(ls.uplinks[1][0], true).unwrap();
+    assert_eq!(ls.fabric.route_ports(leaf0, h[2]).unwrap(), &[3]);
+
+    ls.fabric.clear_route(leaf0, h[2]).unwrap();
+    assert_eq!(ls.fabric.route_ports(leaf0, h[2]).unwrap(), &[2, 3]);
+    flows(&mut ls.fabric, 0, 2, 400);
+    ls.fabric.run_until_idle();
+    assert!(fair(ls.up_to_spine(0), 400, 2), "{}", ls.up_to_spine(0));
+    // Clearing what is not there is fine.
+    ls.fabric.clear_route(leaf0, h[2]).unwrap();
+
+    // No ports: frames for host 2 are dropped at leaf 0.
+    ls.fabric.set_route(leaf0, h[2], &[]).unwrap();
+    flows(&mut ls.fabric, 1, 2, 3);
+    ls.fabric.run_until_idle();
+    assert_eq!(ls.fabric.switch_counters(leaf0).dropped_no_route, 3);
+
+    // Mistakes.
+    assert_eq!(
+        ls.fabric.set_route(leaf0, h[2], &[1, 4]),
+        Err(SimError::UnknownPort {
+            switch: leaf0,
+            port: 4
+        })
+    );
+    assert_eq!(
+        ls.fabric
+            .set_route(leaf0, h[2], &[9])
+            .unwrap_err()
+            .to_string(),
+        "switch 0 has no port 9"
+    );
+    assert_eq!(
+        ls.fabric.set_route(SwitchId(9), h[2], &[0]),
+        Err(SimError::UnknownSwitch(SwitchId(9)))
+    );
+    assert_eq!(
+        ls.fabric.clear_route(leaf0, HostId(40)),
+        Err(SimError::UnknownHost(HostId(40)))
+    );
+    // A refused route leaves the one before.
+    assert_eq!(ls.fabric.route_ports(leaf0, h[2]).unwrap(), &[] as &[usize]);
+}
+
+#[test]
+fn static_routes_can_bounce_between_tiers_but_not_loop() {
+    // Three leaves, two spines; leaf 2 has lost its link to spine 0.
+    let mut ls = LeafSpine::new(1, 3, 2, 2);
+    let h = ls.hosts.clone();
+    let dst = h[4];
+    let (leaf0, spine0) = (ls.leaves[0], ls.spines[0]);
+    ls.fabric.set_link_up(ls.uplinks[2][0], false).unwrap();
+    // Shortest paths avoid spine 0 for leaf 2's hosts.
+    let path = ls.fabric.path(h[0], roce(0, 4, 1).data()).unwrap();
+    assert_eq!(path.len(), 4);
+    assert_eq!(ls.spine_of(&path), Some(1));
+    // Sending them up to spine 0 from leaf 0 alone would loop: spine 0's
+    // shortest way to leaf 2 goes back down to leaf 0 (or leaf 1).
+    let err = ls.fabric.set_route(leaf0, dst, &[2]).unwrap_err();
+    assert_eq!(
+        err,
+        SimError::RoutingLoop {
+            switch: spine0,
+            dst
+        }
+    );
+    assert_eq!(
+        err.to_string(),
+        "frames for host 4 would loop through switch 3"
+    );
+    assert_eq!(ls.fabric.route_ports(leaf0, dst).unwrap(), &[3]);
+    // Spine 0 first hands them down to leaf 1, which takes them up to
+    // spine 1: leaf 0, spine 0, leaf 1, spine 1, leaf 2.
+    ls.fabric.set_route(spine0, dst, &[1]).unwrap();
+    ls.fabric.set_route(leaf0, dst, &[2]).unwrap();
+    for sport in 0..50 {
+        let path = ls.fabric.path(h[0], roce(0, 4, sport).data()).unwrap();
+        let switches: Vec<usize> = path[..5]
+            .iter()
+            .map(|&ch| match ls.fabric.channel_ends(ch).1 {
+                Endpoint::Switch { switch, .. } => switch.index(),
+                Endpoint::Host(_) => unreachable!(),
+            })
+            .collect();
+        assert_eq!(switches, vec![0, 3, 1, 4, 2]);
+    }
+    flows(&mut ls.fabric, 0, 4, 50);
+    ls.fabric.run_until_idle();
+    assert_eq!(recv(&mut ls.fabric, dst).len(), 50);
+    assert_eq!(
+        ls.fabric.link_counters(ls.uplinks[1][0].b_to_a).tx_frames,
+        50
+    );
+    // Clearing spine 0's route first would loop again.
+    assert!(matches!(
+        ls.fabric.clear_route(spine0, dst),
+        Err(SimError::RoutingLoop { .. })
+    ));
+
+    // A failure that closes a loop: leaf 1 loses spine 1, so its shortest
+    // way to leaf 2 is up to spine 0, which sends frames for host 4 back
+    // to leaf 1. The loop is broken at leaf 1, which drops them.
+    ls.fabric.set_link_up(ls.uplinks[1][1], false).unwrap();
+    flows(&mut ls.fabric, 0, 4, 20);
+    ls.fabric.run_until_idle();
+    assert!(recv(&mut ls.fabric, dst).is_empty());
+    assert_eq!(ls.fabric.switch_counters(ls.leaves[1]).dropped_no_route, 20);
+    // Undone in order, the fabric routes as before.
+    ls.fabric.set_link_up(ls.uplinks[1][1], true).unwrap();
+    ls.fabric.clear_route(leaf0, dst).unwrap();
+    ls.fabric.clear_route(spine0, dst).unwrap();
+    ls.fabric.set_link_up(ls.uplinks[2][0], true).unwrap();
+    assert_eq!(ls.fabric.route_ports(leaf0, dst).unwrap(), &[2, 3]);
+}
+
+#[test]
+fn a_link_is_named_by_its_two_directions() {
+    let mut ls = LeafSpine::new(1, 2, 2, 1);
+    let (a, b) = (ls.uplinks[0][0], ls.uplinks[0][1]);
+    let mixed = Link {
+        a_to_b: a.a_to_b,
+        b_to_a: b.b_to_a,
+    };
+    assert_eq!(
+        ls.fabric.set_link_up(mixed, false),
+        Err(SimError::NotALink {
+            a_to_b: a.a_to_b,
+            b_to_a: b.b_to_a
+        })
+    );
+    let same = Link {
+        a_to_b: a.a_to_b,
+        b_to_a: a.a_to_b,
+    };
+    assert!(ls.fabric.set_link_up(same, false).is_err());
+    assert_eq!(
+        ls.fabric.set_channel_up(ChannelId(99), false),
+        Err(SimError::UnknownChannel(ChannelId(99)))
+    );
+    // Reversed, it is still one link.
+    let reversed = Link {
+        a_to_b: a.b_to_a,
+        b_to_a: a.a_to_b,
+    };
+    ls.fabric.set_link_up(reversed, false).unwrap();
+    assert!(!ls.fabric.is_up(a.a_to_b));
+    // One direction down: the other still carries frames.
+    ls.fabric.set_link_up(a, true).unwrap();
+    ls.fabric.set_channel_up(a.a_to_b, false).unwrap();
+    assert!(ls.fabric.is_up(a.b_to_a));
+    assert_eq!(
+        ls.fabric.route_ports(ls.spines[0], ls.hosts[0]).unwrap(),
+        &[0]
+    );
+    assert_eq!(
+        ls.fabric.route_ports(ls.leaves[0], ls.hosts[1]).unwrap(),
+        &[2]
+    );
+}
