@@ -103,8 +103,8 @@ pub fn serialization_time(bytes: usize, rate_bps: u64) -> Duration {
 
 /// What happened on one direction of a link.
 ///
-/// When no event is pending: `offered = tx_frames + dropped_queue` and
-/// `rx_frames = tx_frames - dropped_loss + duplicated`.
+/// When no event is pending: `offered = tx_frames + dropped_queue +
+/// dropped_down` and `rx_frames = tx_frames - dropped_loss + duplicated`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct LinkCounters {
     /// Frames that finished serialising onto the wire (lost ones included).
@@ -117,6 +117,10 @@ pub struct LinkCounters {
     pub dropped_loss: u64,
     /// Frames refused by a full queue (`queue_bytes`).
     pub dropped_queue: u64,
+    /// Frames refused while the link direction was down, and frames that
+    /// were waiting in its queue when it went down
+    /// ([`Fabric::set_link_up`](super::Fabric::set_link_up)).
+    pub dropped_down: u64,
     /// Frames with a flipped bit.
     pub corrupted: u64,
     /// Frames sent twice (each counts once here).
@@ -135,14 +139,15 @@ impl fmt::Display for LinkCounters {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "tx {} frames {} B, rx {} frames {} B, lost {}, tail-dropped {}, corrupted {}, \
-             duplicated {}, reordered {}, max queue {} B, ECN-marked {}",
+            "tx {} frames {} B, rx {} frames {} B, lost {}, tail-dropped {}, dropped while down {}, \
+             corrupted {}, duplicated {}, reordered {}, max queue {} B, ECN-marked {}",
             self.tx_frames,
             self.tx_bytes,
             self.rx_frames,
             self.rx_bytes,
             self.dropped_loss,
             self.dropped_queue,
+            self.dropped_down,
             self.corrupted,
             self.duplicated,
             self.reordered,
@@ -201,6 +206,20 @@ impl EgressQueue {
         let f = self.frames.pop_front()?;
         self.bytes -= f.len();
         Some(f)
+    }
+
+    /// Drops every frame waiting behind the one on the wire (every frame
+    /// if none is); returns how many.
+    pub(super) fn drop_waiting(&mut self) -> u64 {
+        let keep = usize::from(self.busy);
+        let mut n = 0;
+        while self.frames.len() > keep {
+            if let Some(f) = self.frames.pop_back() {
+                self.bytes -= f.len();
+                n += 1;
+            }
+        }
+        n
     }
 
     pub(super) fn head_len(&self) -> Option<usize> {
