@@ -22,6 +22,7 @@ pub mod e2e;
 pub mod exchange;
 pub mod host;
 pub mod incast;
+pub mod lab;
 pub mod lcore;
 pub mod linktest;
 #[cfg(feature = "dpdk")]
