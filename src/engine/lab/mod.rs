@@ -4,4 +4,5 @@
 
 #![deny(unsafe_code)]
 
+pub mod output;
 pub mod plot;
