@@ -6,3 +6,4 @@
 
 pub mod output;
 pub mod plot;
+pub mod progress;
