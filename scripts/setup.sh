@@ -8,6 +8,7 @@
 #   iproute2               network namespaces and veth pairs for the tests
 #   tshark                 Wireshark's dissectors, the independent judge of
 #                          the frames we build (tests/tshark.rs)
+#   fonts-dejavu-core      the font of ferroce lab's PNG plots
 # and, without their recommended extras, for the rxe interop suite
 # (tests/interop/, whose guest image scripts/rxe-guest.sh builds):
 #   qemu-system-x86        the guest running Linux Soft-RoCE (rdma_rxe)
@@ -16,7 +17,7 @@
 #   cpio                   packing the guest's initramfs
 set -euo pipefail
 
-PACKAGES=(pkg-config libdpdk-dev dpdk-dev clang libclang-dev iproute2 tshark)
+PACKAGES=(pkg-config libdpdk-dev dpdk-dev clang libclang-dev iproute2 tshark fonts-dejavu-core)
 LEAN_PACKAGES=(qemu-system-x86 nftables tcpdump cpio)
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'ok installed'; }
