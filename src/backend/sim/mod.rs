@@ -8,7 +8,7 @@
 //! per-link and per-host counters, and an optional pcap capture per host.
 //! Its submodules own the eight priority queues of each egress and their
 //! scheduler (`sched`), ECN marking (`ecn`), switch buffers and PFC
-//! (`pfc`). It knows frames as
+//! (`pfc`), and PFC deadlock detection (`deadlock`). It knows frames as
 //! Ethernet bytes; it looks into one only as far as its 802.1Q tag and IP
 //! header (priority, ECN field) or a MAC control frame's fields, never at
 //! RoCE.
@@ -150,7 +150,8 @@
 //! priority) until it has left, drops lossy frames when the buffer is full,
 //! and with [`SwitchConfig::pfc`] sends IEEE 802.1Qbb PFC frames
 //! ([`PfcFrame`]) that pause the upstream MAC's priorities (hosts obey
-//! them); see [`PfcConfig`] and the `pfc` submodule's docs for the rules.
+//! them); see [`PfcConfig`] and the `pfc` submodule's docs for the rules,
+//! and [`Fabric::deadlocks`] for the cyclic buffer dependencies it finds.
 //! [`Fabric::set_paused`] pauses a whole queue by hand, PFC or not.
 //!
 //! # Capture
@@ -175,6 +176,7 @@ use crate::time::{Clock, Duration, Instant};
 use crate::wire::ethernet::HEADER_LEN as ETH_HEADER_LEN;
 use crate::wire::MacAddr;
 
+mod deadlock;
 mod ecn;
 mod link;
 mod pfc;
@@ -185,6 +187,7 @@ mod sched;
 #[cfg(test)]
 mod tests;
 
+pub use deadlock::{DeadlockHop, DeadlockReport, DEFAULT_DEADLOCK_WINDOW};
 pub use ecn::{frame_ecn, EcnField, RedConfig};
 pub use link::{serialization_time, LinkConfig, LinkCounters};
 pub use pfc::{
@@ -299,6 +302,8 @@ pub enum SimError {
     PfcThresholds { xon: usize, xoff: usize },
     #[error("PFC config: quanta must be above 0 (a pause of no time)")]
     PfcQuantaZero,
+    #[error("deadlock detection window must be above zero (None turns detection off)")]
+    DeadlockWindowZero,
 }
 
 /// What a host sent and received.
@@ -547,6 +552,7 @@ pub struct Fabric {
     hosts: Vec<Host>,
     switches: Vec<Switch>,
     channels: Vec<Channel>,
+    deadlock: deadlock::DeadlockDetector,
 }
 
 impl Fabric {
@@ -559,6 +565,7 @@ impl Fabric {
             hosts: Vec::new(),
             switches: Vec::new(),
             channels: Vec::new(),
+            deadlock: deadlock::DeadlockDetector::default(),
         }
     }
 

@@ -41,6 +41,7 @@
 //! PFC needs a finite rate. With a short pause time and a long link, the
 //! refresh can arrive after the pause lapsed, as on real links.
 
+use super::deadlock::DeadlockReport;
 use super::sched::{frame_priority, DEFAULT_DSCP_TO_PRIORITY, PRIORITIES};
 use super::{serialization_time, ChannelId, Endpoint, EventKind, Fabric, SimError, SwitchId};
 #[cfg(doc)]
@@ -354,6 +355,11 @@ impl Fabric {
         Duration::from_nanos(closed + c.queue.ongoing_pause(p, self.now).as_nanos())
     }
 
+    /// The PFC deadlocks found so far, in the order found.
+    pub fn deadlocks(&self) -> &[DeadlockReport] {
+        self.deadlock.reports()
+    }
+
     /// Queues a frame that came in by `in_port` on the switch's egress
     /// link `ch`, or drops it (see the module docs); may pause `in_port`'s
     /// peer.
@@ -448,7 +454,7 @@ impl Fabric {
     }
 
     /// A port's refresh timer: pauses its peer again for every priority
-    /// still above XON.
+    /// still above XON, then looks for deadlocks.
     pub(super) fn pfc_refresh(&mut self, switch: SwitchId, port: usize, at: Instant) {
         let sw = &mut self.switches[switch.index()];
         let pb = sw.buffer.port_mut(port);
@@ -468,6 +474,7 @@ impl Fabric {
         }
         self.send_pfc(switch, port, frame);
         self.schedule_refresh(switch, port, pfc.quanta);
+        self.check_deadlocks();
     }
 
     /// A MAC control frame reaches the far end of `ch`: the MAC there

@@ -239,6 +239,10 @@ fn bad_switch_configs_are_refused_with_a_clear_error() {
         fabric.set_switch_config(SwitchId(5), SwitchConfig::default()),
         Err(SimError::UnknownSwitch(SwitchId(5)))
     );
+    assert_eq!(
+        fabric.set_deadlock_window(Some(Duration::ZERO)),
+        Err(SimError::DeadlockWindowZero)
+    );
     let mut link = LinkConfig::default();
     link.ecn_class[4] = Some(RedConfig {
         kmin_bytes: 10,
@@ -349,6 +353,7 @@ fn a_lossless_priority_pauses_the_senders_instead_of_dropping() {
         "{:?} {last}",
         fabric.now()
     );
+    assert!(fabric.deadlocks().is_empty());
 }
 
 #[test]
@@ -652,4 +657,27 @@ fn pfc_runs_are_deterministic() {
         assert_eq!(f1.link_counters(a.a_to_b), f2.link_counters(b.a_to_b));
         assert_eq!(f1.link_counters(a.b_to_a), f2.link_counters(b.b_to_a));
     }
+}
+
+#[test]
+fn a_deadlock_report_reads_as_a_cycle_and_serialises() {
+    let hop = |s: usize, port: usize| DeadlockHop {
+        switch: SwitchId(s),
+        port,
+        priority: 3,
+    };
+    let r = DeadlockReport {
+        at: t(3_214_000),
+        cycle: vec![hop(0, 2), hop(1, 1), hop(2, 1)],
+    };
+    assert_eq!(
+        r.to_string(),
+        "PFC deadlock at 3.214 ms: switch 0 port 2 prio 3 -> switch 1 port 1 prio 3 -> \
+         switch 2 port 1 prio 3 -> switch 0 port 2 prio 3"
+    );
+    let json = serde_json::to_value(&r).unwrap();
+    assert_eq!(json["at_ns"], 3_214_000);
+    assert_eq!(json["cycle"][1]["switch"], 1);
+    assert_eq!(json["cycle"][1]["port"], 1);
+    assert_eq!(json["cycle"][1]["priority"], 3);
 }

@@ -355,4 +355,24 @@ impl EgressQueue {
             None => Duration::ZERO,
         }
     }
+
+    /// Since when priority `p` has been waiting with nothing leaving: the
+    /// later of its pause's start and its last frame's departure; `None`
+    /// unless it is paused by PFC and not empty.
+    pub(super) fn stalled_since(&self, p: u8) -> Option<Instant> {
+        let c = &self.classes[usize::from(p)];
+        if c.pause_until.is_none() || c.frames.is_empty() {
+            return None;
+        }
+        Some(c.paused_since.max(c.last_dequeue))
+    }
+
+    /// Whether priority `p` holds a frame that came in by switch port
+    /// `ingress`.
+    pub(super) fn holds_from(&self, p: u8, ingress: u32) -> bool {
+        self.classes[usize::from(p)]
+            .frames
+            .iter()
+            .any(|q| q.ingress == Some(ingress))
+    }
 }
