@@ -129,14 +129,14 @@ pub fn serialization_time(bytes: usize, rate_bps: u64) -> Duration {
 
 /// What happened on one direction of a link.
 ///
-/// When no event is pending: `offered = tx_frames + dropped_queue` and
-/// `rx_frames = tx_frames - dropped_loss + duplicated`, where frames are
-/// data frames (PFC frames count in `pfc_tx` / `pfc_rx` only, and then
-/// `pfc_rx = pfc_tx`); a frame a switch refuses before its egress queue
-/// (shared buffer, headroom) is not offered to the link. A MAC control
-/// frame a host itself hands to `tx_burst` is sent as data but consumed at
-/// the far end: it counts in `tx_frames` and `pfc_rx` (when it is PFC),
-/// not in `rx_frames`.
+/// When no event is pending: `offered = tx_frames + dropped_queue +
+/// dropped_down` and `rx_frames = tx_frames - dropped_loss + duplicated`,
+/// where frames are data frames (PFC frames count in `pfc_tx` / `pfc_rx`
+/// only, and then `pfc_rx = pfc_tx`); a frame a switch refuses before its
+/// egress queue (shared buffer, headroom) is not offered to the link. A
+/// MAC control frame a host itself hands to `tx_burst` is sent as data but
+/// consumed at the far end: it counts in `tx_frames` and `pfc_rx` (when it
+/// is PFC), not in `rx_frames`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct LinkCounters {
     /// Frames that finished serialising onto the wire (lost ones included).
@@ -149,6 +149,10 @@ pub struct LinkCounters {
     pub dropped_loss: u64,
     /// Frames refused by a full queue (`queue_bytes`).
     pub dropped_queue: u64,
+    /// Frames refused while the link direction was down, and frames that
+    /// were waiting in its queue when it went down
+    /// ([`Fabric::set_link_up`](super::Fabric::set_link_up)).
+    pub dropped_down: u64,
     /// Frames with a flipped bit.
     pub corrupted: u64,
     /// Frames sent twice (each counts once here).
@@ -177,15 +181,16 @@ impl fmt::Display for LinkCounters {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "tx {} frames {} B, rx {} frames {} B, lost {}, tail-dropped {}, corrupted {}, \
-             duplicated {}, reordered {}, max queue {} B, ECN-marked {}, PFC tx {} rx {}, \
-             paused {} ns",
+            "tx {} frames {} B, rx {} frames {} B, lost {}, tail-dropped {}, dropped while down {}, \
+             corrupted {}, duplicated {}, reordered {}, max queue {} B, ECN-marked {}, \
+             PFC tx {} rx {}, paused {} ns",
             self.tx_frames,
             self.tx_bytes,
             self.rx_frames,
             self.rx_bytes,
             self.dropped_loss,
             self.dropped_queue,
+            self.dropped_down,
             self.corrupted,
             self.duplicated,
             self.reordered,

@@ -3,21 +3,22 @@
 //! faults. Each host is a [`Backend`] ([`SimPort`]), so the code that runs
 //! over a DPDK port runs here unchanged.
 //!
-//! This module owns the topology (hosts, switches, links), the virtual
-//! clock, the event calendar, the one seeded [`Rng`], the fault model, the
-//! per-link and per-host counters, and an optional pcap capture per host.
-//! Its submodules own the eight priority queues of each egress and their
-//! scheduler (`sched`), ECN marking (`ecn`), switch buffers and PFC
-//! (`pfc`), and PFC deadlock detection (`deadlock`). It knows frames as
-//! Ethernet bytes; it looks into one only as far as its 802.1Q tag and IP
-//! header (priority, ECN field) or a MAC control frame's fields, never at
-//! RoCE.
+//! This module owns the topology (hosts, switches, links), the switches'
+//! forwarding (shortest-path routes, flooding), the virtual clock, the
+//! event calendar, the one seeded [`Rng`], the fault model, the per-link
+//! and per-host counters, and an optional pcap capture per host. Its
+//! submodules own the routes (`route`), the eight priority queues of each
+//! egress and their scheduler (`sched`), ECN marking (`ecn`), switch
+//! buffers and PFC (`pfc`), and PFC deadlock detection (`deadlock`). It
+//! knows frames as Ethernet bytes; it looks into one only as far as its
+//! 802.1Q tag and IP header (priority, ECN field), its UDP ports (to spread
+//! flows over equal paths) or a MAC control frame's fields, never at RoCE.
 //!
 //! # Call order
 //!
 //! 1. Build: [`Fabric::new`] with a seed, [`Fabric::add_host`],
-//!    [`Fabric::add_switch`], [`Fabric::connect`] (host to host) or
-//!    [`Fabric::connect_to_switch`].
+//!    [`Fabric::add_switch`], [`Fabric::connect`] (host to host),
+//!    [`Fabric::connect_to_switch`], [`Fabric::connect_switches`].
 //! 2. Transmit at [`Fabric::now`]: `fabric.port(h).tx_burst(..)` queues
 //!    frames on the host's link.
 //! 3. Advance: [`Fabric::advance_to`]`(t)` processes every event up to and
@@ -98,16 +99,53 @@
 //! ([`HostCounters::dropped_no_link`]). Hosts are promiscuous (they receive
 //! every frame that reaches them) and their inbox is unbounded.
 //!
-//! A switch forwards by destination MAC through a table filled by
-//! [`Fabric::connect_to_switch`] (no learning): a frame for a known host
-//! goes to that host's port; a broadcast or multicast frame (group bit set)
-//! is flooded to every other port; an unknown unicast destination, or one
-//! on the port the frame came in by, is dropped
-//! ([`SwitchCounters::dropped_unknown`]), as is a frame shorter than an
-//! Ethernet header. Switches are not connected to each other yet (a star
-//! per switch). A MAC control frame (to 01-80-C2-00-00-01, EtherType
-//! 0x8808) is consumed by the MAC it reaches, host or switch port, and
-//! never delivered or forwarded.
+//! Switches connect to hosts ([`Fabric::connect_to_switch`]) and to each
+//! other ([`Fabric::connect_switches`], parallel links allowed), each link
+//! on a new port; [`Fabric::switch_ports`] lists a switch's ports with
+//! their peers. No two hosts attached to switches share a MAC.
+//!
+//! A switch forwards by destination MAC, with no learning, along tables
+//! computed from the topology (rebuilt when it changes, before the next
+//! frame is forwarded, or at [`Fabric::build_routes`]):
+//!
+//! - a unicast frame for a host attached to a switch goes out by one of
+//!   the ports on a shortest path (fewest switch hops) to the host's switch
+//!   ([`Fabric::route_ports`]; [`Fabric::path`] traces a frame's whole
+//!   way). Where there are several, a hash of the frame's flow key picks
+//!   one (ECMP): for UDP over IPv4 or IPv6 (RoCE v2), the source and
+//!   destination addresses and UDP ports, so that QPs spread by their UDP
+//!   source port (IBTA A17.5.1); for other frames, the two MACs. The hash
+//!   is salted per switch from the fabric's seed, so tiers choose
+//!   independently; a flow always takes the same path;
+//! - a broadcast or multicast frame (group bit set) is flooded to every
+//!   host port and to the switch ports of one spanning tree of the switch
+//!   graph (breadth-first from the lowest-numbered switch of each connected
+//!   group), never back out of the port it came in by, so every host gets
+//!   one copy even where switches form loops;
+//! - an unknown unicast destination, or one on the host port the frame came
+//!   in by, is dropped ([`SwitchCounters::dropped_unknown`]), as is a frame
+//!   shorter than an Ethernet header. A frame may leave by the switch port
+//!   it came in by, as a routed frame may.
+//!
+//! [`Fabric::set_route`] overrides a switch's choice for one destination
+//! (ECMP among the ports given), until [`Fabric::clear_route`], whatever
+//! the links do meanwhile: asymmetric routes, or routes that bounce between
+//! tiers, for experiments. A static route that would let frames go round a
+//! loop is refused.
+//!
+//! # Link failures
+//!
+//! [`Fabric::set_link_up`] takes a link down (or [`Fabric::set_channel_up`]
+//! one direction). A direction that is down takes no new frame
+//! ([`LinkCounters::dropped_down`]) and drops those waiting in its queue
+//! (counted there too); the frame being serialised and those already on the
+//! wire arrive. Routes and the flooding tree are recomputed over what is
+//! still up; a unicast frame for a host a switch has no route to any more
+//! is dropped there ([`SwitchCounters::dropped_no_route`]).
+//!
+//! A MAC control frame (to 01-80-C2-00-00-01, EtherType 0x8808) is
+//! consumed by the MAC it reaches, host or switch port, and never delivered
+//! or forwarded.
 //!
 //! # Determinism
 //!
@@ -165,7 +203,7 @@
 
 use std::cmp::Reverse;
 use std::collections::binary_heap::PeekMut;
-use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::collections::{BinaryHeap, VecDeque};
 use std::fmt;
 use std::io::Write;
 
@@ -183,9 +221,12 @@ mod pfc;
 #[cfg(test)]
 mod pfc_tests;
 mod rng;
+mod route;
 mod sched;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod topo_tests;
 
 pub use deadlock::{DeadlockHop, DeadlockReport, DEFAULT_DEADLOCK_WINDOW};
 pub use ecn::{frame_ecn, EcnField, RedConfig};
@@ -195,6 +236,7 @@ pub use pfc::{
     ETHERTYPE_MAC_CONTROL, MAC_CONTROL_DST, OPCODE_PFC,
 };
 pub use rng::Rng;
+use route::{Decision, Routes};
 pub use sched::{frame_priority, EgressQueue, DEFAULT_DSCP_TO_PRIORITY, DRR_QUANTUM, PRIORITIES};
 
 /// The capacity of the buffers [`SimPort::alloc`] hands out: a jumbo frame.
@@ -249,7 +291,8 @@ impl fmt::Display for ChannelId {
 }
 
 /// The two directions of a full-duplex link. For a link made by
-/// [`Fabric::connect_to_switch`], `a` is the host and `b` the switch.
+/// [`Fabric::connect_to_switch`], `a` is the host and `b` the switch; for
+/// one made by [`Fabric::connect_switches`], `a` and `b` are its arguments.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Link {
     pub a_to_b: ChannelId,
@@ -286,6 +329,25 @@ pub enum SimError {
     AlreadyConnected(HostId),
     #[error("cannot connect {0} to itself")]
     SelfLoop(HostId),
+    #[error("cannot connect {0} to itself")]
+    SwitchSelfLoop(SwitchId),
+    #[error("{0} has no link")]
+    NotConnected(HostId),
+    #[error("a frame for {mac} has no route at {switch}")]
+    NoRoute { switch: SwitchId, mac: MacAddr },
+    #[error("{switch} has no port {port}")]
+    UnknownPort { switch: SwitchId, port: usize },
+    #[error("{a_to_b} and {b_to_a} are not the two directions of one link")]
+    NotALink {
+        a_to_b: ChannelId,
+        b_to_a: ChannelId,
+    },
+    #[error("{0} is down")]
+    LinkDown(ChannelId),
+    #[error("frames for {dst} would loop through {switch}")]
+    RoutingLoop { switch: SwitchId, dst: HostId },
+    #[error("the frame has no unicast destination (shorter than an Ethernet header, or a group address)")]
+    NotUnicast,
     #[error("{switch} already has a host with MAC {mac}")]
     DuplicateMac { switch: SwitchId, mac: MacAddr },
     #[error("link config: ECN marking of priority {priority}: kmin {kmin} B > kmax {kmax} B")]
@@ -337,8 +399,12 @@ pub struct SwitchCounters {
     /// Broadcast or multicast frames copied to every other port (each
     /// counts once).
     pub flooded: u64,
-    /// Unicast frames for no known host, or for the port they came in by.
+    /// Unicast frames for no known host, or for the host port they came
+    /// in by.
     pub dropped_unknown: u64,
+    /// Unicast frames for a known host with no route from this switch (no
+    /// path over links that are up, or an empty static route).
+    pub dropped_no_route: u64,
     /// Frames shorter than an Ethernet header.
     pub dropped_runt: u64,
     /// Frames of lossy priorities refused by a full shared buffer
@@ -358,12 +424,13 @@ impl fmt::Display for SwitchCounters {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "forwarded {}, flooded {}, dropped unknown {}, dropped runt {}, \
-             dropped by the shared buffer {}, dropped beyond headroom {}, XOFF {}, \
-             max buffer {} B",
+            "forwarded {}, flooded {}, dropped unknown {}, dropped without a route {}, \
+             dropped runt {}, dropped by the shared buffer {}, dropped beyond headroom {}, \
+             XOFF {}, max buffer {} B",
             self.forwarded,
             self.flooded,
             self.dropped_unknown,
+            self.dropped_no_route,
             self.dropped_runt,
             self.dropped_shared_buffer,
             self.dropped_headroom,
@@ -433,18 +500,30 @@ struct Host {
 
 #[derive(Debug)]
 struct SwitchPort {
-    host: HostId,
-    /// From the host into this port.
+    /// The far end: a host, or a port of another switch.
+    peer: Endpoint,
+    /// From the peer into this port.
     ingress: ChannelId,
-    /// From this port to the host.
+    /// From this port to the peer.
     egress: ChannelId,
+}
+
+/// One port of a switch, as [`Fabric::switch_ports`] lists it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PortInfo {
+    /// The port's number on its switch (from 0, in connection order).
+    pub port: usize,
+    /// The far end of its link: a host, or a port of another switch.
+    pub peer: Endpoint,
+    /// The link direction from the peer into this port.
+    pub ingress: ChannelId,
+    /// The link direction from this port to the peer.
+    pub egress: ChannelId,
 }
 
 #[derive(Debug, Default)]
 struct Switch {
     ports: Vec<SwitchPort>,
-    /// Destination MAC -> port.
-    fdb: BTreeMap<MacAddr, usize>,
     counters: SwitchCounters,
     cfg: SwitchConfig,
     buffer: pfc::SwitchBuffer,
@@ -456,6 +535,8 @@ struct Channel {
     cfg: LinkConfig,
     from: Endpoint,
     to: Endpoint,
+    /// Takes new frames (see [`Fabric::set_link_up`]).
+    up: bool,
     queue: EgressQueue,
     counters: LinkCounters,
 }
@@ -553,6 +634,8 @@ pub struct Fabric {
     switches: Vec<Switch>,
     channels: Vec<Channel>,
     deadlock: deadlock::DeadlockDetector,
+    /// The switches' forwarding tables, rebuilt when the topology changes.
+    routes: Routes,
 }
 
 impl Fabric {
@@ -566,6 +649,7 @@ impl Fabric {
             switches: Vec::new(),
             channels: Vec::new(),
             deadlock: deadlock::DeadlockDetector::default(),
+            routes: Routes::new(seed),
         }
     }
 
@@ -584,6 +668,7 @@ impl Fabric {
             capture: None,
             tx_ring_bytes: None,
         });
+        self.routes.invalidate();
         HostId(self.hosts.len() - 1)
     }
 
@@ -600,6 +685,7 @@ impl Fabric {
     /// A new switch with no ports.
     pub fn add_switch(&mut self) -> SwitchId {
         self.switches.push(Switch::default());
+        self.routes.invalidate();
         SwitchId(self.switches.len() - 1)
     }
 
@@ -617,9 +703,10 @@ impl Fabric {
         Ok(link)
     }
 
-    /// Connects a host to a new port of a switch, which from then on
-    /// forwards frames for the host's MAC to that port. Both directions
-    /// (`a_to_b`: host to switch) get a copy of `cfg`.
+    /// Connects a host to a new port of a switch, from which on every
+    /// switch routes frames for the host's MAC towards that port (see the
+    /// module docs). Both directions (`a_to_b`: host to switch) get a copy
+    /// of `cfg`. The MAC must be new among the hosts attached to switches.
     pub fn connect_to_switch(
         &mut self,
         host: HostId,
@@ -632,20 +719,70 @@ impl Fabric {
             .switches
             .get(switch.0)
             .ok_or(SimError::UnknownSwitch(switch))?;
-        let mac = self.hosts[host.0].mac;
-        if sw.fdb.contains_key(&mac) {
-            return Err(SimError::DuplicateMac { switch, mac });
-        }
         let port = sw.ports.len();
+        let mac = self.hosts[host.0].mac;
+        for (s, other) in self.switches.iter().enumerate() {
+            for p in &other.ports {
+                if matches!(p.peer, Endpoint::Host(h) if self.hosts[h.0].mac == mac) {
+                    return Err(SimError::DuplicateMac {
+                        switch: SwitchId(s),
+                        mac,
+                    });
+                }
+            }
+        }
         let link = self.add_link(Endpoint::Host(host), Endpoint::Switch { switch, port }, cfg);
-        let sw = &mut self.switches[switch.0];
-        sw.ports.push(SwitchPort {
-            host,
+        self.switches[switch.0].ports.push(SwitchPort {
+            peer: Endpoint::Host(host),
             ingress: link.a_to_b,
             egress: link.b_to_a,
         });
-        sw.fdb.insert(mac, port);
         self.hosts[host.0].egress = Some(link.a_to_b);
+        self.routes.invalidate();
+        Ok(link)
+    }
+
+    /// Connects two switches by a new port on each (`a_to_b`: from `a`'s
+    /// port to `b`'s); each direction gets a copy of `cfg`. Two switches
+    /// may have several links between them; a switch cannot be linked to
+    /// itself.
+    pub fn connect_switches(
+        &mut self,
+        a: SwitchId,
+        b: SwitchId,
+        cfg: LinkConfig,
+    ) -> Result<Link, SimError> {
+        cfg.check()?;
+        for s in [a, b] {
+            if s.0 >= self.switches.len() {
+                return Err(SimError::UnknownSwitch(s));
+            }
+        }
+        if a == b {
+            return Err(SimError::SwitchSelfLoop(a));
+        }
+        let pa = self.switches[a.0].ports.len();
+        let pb = self.switches[b.0].ports.len();
+        let end_a = Endpoint::Switch {
+            switch: a,
+            port: pa,
+        };
+        let end_b = Endpoint::Switch {
+            switch: b,
+            port: pb,
+        };
+        let link = self.add_link(end_a, end_b, cfg);
+        self.switches[a.0].ports.push(SwitchPort {
+            peer: end_b,
+            ingress: link.b_to_a,
+            egress: link.a_to_b,
+        });
+        self.switches[b.0].ports.push(SwitchPort {
+            peer: end_a,
+            ingress: link.a_to_b,
+            egress: link.b_to_a,
+        });
+        self.routes.invalidate();
         Ok(link)
     }
 
@@ -663,6 +800,7 @@ impl Fabric {
                 cfg,
                 from,
                 to,
+                up: true,
                 queue: EgressQueue::default(),
                 counters: LinkCounters::default(),
             });
@@ -767,16 +905,105 @@ impl Fabric {
         &self.channels[ch.0].queue
     }
 
-    /// The link directions of every port of a switch, in port order:
-    /// (host, host to switch, switch to host).
-    pub fn switch_ports(
-        &self,
-        switch: SwitchId,
-    ) -> impl Iterator<Item = (HostId, ChannelId, ChannelId)> + '_ {
+    /// Every port of a switch, in port order, with its peer and its two
+    /// link directions.
+    pub fn switch_ports(&self, switch: SwitchId) -> impl Iterator<Item = PortInfo> + '_ {
         self.switches[switch.0]
             .ports
             .iter()
-            .map(|p| (p.host, p.ingress, p.egress))
+            .enumerate()
+            .map(|(port, p)| PortInfo {
+                port,
+                peer: p.peer,
+                ingress: p.ingress,
+                egress: p.egress,
+            })
+    }
+
+    /// One port of a switch (`None` for a switch or port that does not
+    /// exist).
+    pub fn switch_port(&self, switch: SwitchId, port: usize) -> Option<PortInfo> {
+        let p = self.switches.get(switch.0)?.ports.get(port)?;
+        Some(PortInfo {
+            port,
+            peer: p.peer,
+            ingress: p.ingress,
+            egress: p.egress,
+        })
+    }
+
+    /// Recomputes every switch's forwarding tables now. Not needed for
+    /// forwarding, which rebuilds them itself when the topology has
+    /// changed; it moves that work to a moment of the caller's choosing.
+    pub fn build_routes(&mut self) {
+        self.routes
+            .rebuild(&self.hosts, &self.switches, &self.channels);
+    }
+
+    fn fresh_routes(&mut self) {
+        if self.routes.is_stale() {
+            self.build_routes();
+        }
+    }
+
+    /// The ports `switch` chooses among for a unicast frame to `dst`
+    /// (empty: no route): its static route's ports that are up, if it has
+    /// one, else those on shortest paths over links that are up.
+    pub fn route_ports(&mut self, switch: SwitchId, dst: HostId) -> Result<&[usize], SimError> {
+        if switch.0 >= self.switches.len() {
+            return Err(SimError::UnknownSwitch(switch));
+        }
+        if dst.0 >= self.hosts.len() {
+            return Err(SimError::UnknownHost(dst));
+        }
+        self.fresh_routes();
+        Ok(self.routes.ports(switch.0, dst.0))
+    }
+
+    /// The link directions a frame with these bytes would take if `from`
+    /// sent it now, faults and full queues aside: from the host's own link
+    /// to the one that delivers it to a host. An error if it would be
+    /// dropped on the way: no unicast destination
+    /// ([`SimError::NotUnicast`]), a switch with no route for it
+    /// ([`SimError::NoRoute`]), the host's own link down
+    /// ([`SimError::LinkDown`]).
+    pub fn path(&mut self, from: HostId, frame: &[u8]) -> Result<Vec<ChannelId>, SimError> {
+        let host = self.hosts.get(from.0).ok_or(SimError::UnknownHost(from))?;
+        let mut ch = host.egress.ok_or(SimError::NotConnected(from))?;
+        if frame.len() < ETH_HEADER_LEN || frame[0] & 1 != 0 {
+            return Err(SimError::NotUnicast);
+        }
+        self.fresh_routes();
+        let mut path = Vec::new();
+        let mut last = SwitchId(0);
+        // A frame crosses each link direction at most once on a path the
+        // tables allow; the bound only guards against a bug.
+        for _ in 0..=self.channels.len() {
+            if !self.channels[ch.0].up {
+                return Err(SimError::LinkDown(ch));
+            }
+            path.push(ch);
+            let (switch, in_port) = match self.channels[ch.0].to {
+                Endpoint::Host(_) => return Ok(path),
+                Endpoint::Switch { switch, port } => (switch, port),
+            };
+            last = switch;
+            match self.routes.decide(&self.switches, switch.0, in_port, frame) {
+                Decision::Port(p) => ch = self.switches[switch.0].ports[p].egress,
+                _ => {
+                    let mut mac = [0u8; 6];
+                    mac.copy_from_slice(&frame[..6]);
+                    return Err(SimError::NoRoute {
+                        switch,
+                        mac: MacAddr(mac),
+                    });
+                }
+            }
+        }
+        Err(SimError::RoutingLoop {
+            switch: last,
+            dst: self.routes.host_of_frame(frame).map_or(from, HostId),
+        })
     }
 
     /// Replaces one direction's configuration. The new rate applies from
@@ -807,6 +1034,130 @@ impl Fabric {
             self.start_next(ch);
         }
         Ok(())
+    }
+
+    /// Takes a link down or brings it back up, both directions at once
+    /// (see [`Fabric::set_channel_up`]).
+    pub fn set_link_up(&mut self, link: Link, up: bool) -> Result<(), SimError> {
+        let (a, b) = (link.a_to_b, link.b_to_a);
+        for ch in [a, b] {
+            if ch.0 >= self.channels.len() {
+                return Err(SimError::UnknownChannel(ch));
+            }
+        }
+        let (ca, cb) = (&self.channels[a.0], &self.channels[b.0]);
+        if a == b || ca.from != cb.to || ca.to != cb.from {
+            return Err(SimError::NotALink {
+                a_to_b: a,
+                b_to_a: b,
+            });
+        }
+        self.set_channel_up(a, up)?;
+        self.set_channel_up(b, up)
+    }
+
+    /// Takes one direction of a link down or brings it back up. A direction
+    /// that is down takes no new frame (each refused one counts in
+    /// [`LinkCounters::dropped_down`]); as it goes down, the frames waiting
+    /// in its queue are dropped (and count there too), while the one being
+    /// serialised and those already on the wire arrive. Switches route
+    /// around it from then on (see the module docs).
+    pub fn set_channel_up(&mut self, ch: ChannelId, up: bool) -> Result<(), SimError> {
+        let c = self
+            .channels
+            .get_mut(ch.0)
+            .ok_or(SimError::UnknownChannel(ch))?;
+        if c.up != up {
+            c.up = up;
+            if !up {
+                let dropped = c.queue.drop_waiting();
+                c.counters.dropped_down += dropped.len() as u64;
+                if let Endpoint::Switch { switch, .. } = c.from {
+                    for (p, q) in dropped {
+                        if let Some(port) = q.ingress {
+                            self.switch_release(switch, port as usize, p, q.frame.len());
+                        }
+                    }
+                }
+            }
+            self.routes.invalidate();
+        }
+        Ok(())
+    }
+
+    /// Whether the link direction takes frames ([`Fabric::set_channel_up`]).
+    pub fn is_up(&self, ch: ChannelId) -> bool {
+        self.channels[ch.0].up
+    }
+
+    /// Makes `switch` send unicast frames for `dst` by one of `ports`
+    /// (picked by the flow hash, as for equal-cost paths; a port listed
+    /// twice gets twice the share), instead of by its shortest paths, until
+    /// [`Fabric::clear_route`]. Ports that are down are skipped; with none
+    /// left (or none given), frames for `dst` are dropped at `switch`
+    /// ([`SwitchCounters::dropped_no_route`]). The route holds whatever
+    /// links fail or recover later.
+    ///
+    /// Refused if a port does not exist, or if frames for `dst` could then
+    /// go round in a loop ([`SimError::RoutingLoop`]: every switch on the
+    /// way needs a route that leads on). Should a link failure later close
+    /// such a loop, its switches drop frames for `dst` rather than send
+    /// them round it.
+    pub fn set_route(
+        &mut self,
+        switch: SwitchId,
+        dst: HostId,
+        ports: &[usize],
+    ) -> Result<(), SimError> {
+        self.known_route_key(switch, dst)?;
+        let have = self.switches[switch.0].ports.len();
+        if let Some(&port) = ports.iter().find(|&&p| p >= have) {
+            return Err(SimError::UnknownPort { switch, port });
+        }
+        let before = self
+            .routes
+            .set_static(dst.0, switch.0, Some(ports.to_vec()));
+        self.check_loop_free(switch, dst, before)
+    }
+
+    /// Removes `switch`'s static route for `dst` (if any): its shortest
+    /// paths apply again. Refused, as [`Fabric::set_route`] is, if frames
+    /// for `dst` could then go round in a loop.
+    pub fn clear_route(&mut self, switch: SwitchId, dst: HostId) -> Result<(), SimError> {
+        self.known_route_key(switch, dst)?;
+        let before = self.routes.set_static(dst.0, switch.0, None);
+        self.check_loop_free(switch, dst, before)
+    }
+
+    fn known_route_key(&self, switch: SwitchId, dst: HostId) -> Result<(), SimError> {
+        if switch.0 >= self.switches.len() {
+            return Err(SimError::UnknownSwitch(switch));
+        }
+        if dst.0 >= self.hosts.len() {
+            return Err(SimError::UnknownHost(dst));
+        }
+        Ok(())
+    }
+
+    /// Rebuilds the routes after a change of `switch`'s static route for
+    /// `dst`; if frames for `dst` could loop, puts back the route it had
+    /// (`before`) and refuses.
+    fn check_loop_free(
+        &mut self,
+        switch: SwitchId,
+        dst: HostId,
+        before: Option<Vec<usize>>,
+    ) -> Result<(), SimError> {
+        self.build_routes();
+        let Some(at) = self.routes.loop_at(dst.0) else {
+            return Ok(());
+        };
+        self.routes.set_static(dst.0, switch.0, before);
+        self.routes.invalidate();
+        Err(SimError::RoutingLoop {
+            switch: SwitchId(at),
+            dst,
+        })
     }
 
     /// Records every frame the host sends and receives from now on into
@@ -852,8 +1203,19 @@ impl Fabric {
             cap.record(now, frame.data());
         }
         match h.egress {
-            Some(ch) => self.enqueue(ch, frame),
+            Some(ch) => self.offer(ch, frame),
             None => h.counters.dropped_no_link += 1,
+        }
+    }
+
+    /// Hands a frame a host sends to its link direction: refused if it is
+    /// down, else queued ([`Fabric::enqueue`]).
+    fn offer(&mut self, ch: ChannelId, frame: VecBuf) {
+        let c = &mut self.channels[ch.0];
+        if c.up {
+            self.enqueue(ch, frame);
+        } else {
+            c.counters.dropped_down += 1;
         }
     }
 
@@ -1030,31 +1392,33 @@ impl Fabric {
         h.inbox.push_back(frame);
     }
 
+    /// A switch's forwarding decision for a frame that has arrived by
+    /// `in_port` (see the module docs).
     fn forward(&mut self, switch: SwitchId, in_port: usize, frame: VecBuf) {
+        self.fresh_routes();
+        let decision = self
+            .routes
+            .decide(&self.switches, switch.0, in_port, frame.data());
         let sw = &mut self.switches[switch.0];
-        if frame.len() < ETH_HEADER_LEN {
-            sw.counters.dropped_runt += 1;
-            return;
-        }
-        let mut dst = [0u8; 6];
-        dst.copy_from_slice(&frame.data()[..6]);
-        if dst[0] & 1 != 0 {
-            sw.counters.flooded += 1;
-            for port in 0..self.switches[switch.0].ports.len() {
-                if port != in_port {
-                    let egress = self.switches[switch.0].ports[port].egress;
-                    self.switch_enqueue(switch, in_port, egress, frame.clone());
-                }
-            }
-            return;
-        }
-        match sw.fdb.get(&MacAddr(dst)) {
-            Some(&port) if port != in_port => {
+        match decision {
+            Decision::Port(p) => {
                 sw.counters.forwarded += 1;
-                let egress = sw.ports[port].egress;
+                let egress = sw.ports[p].egress;
                 self.switch_enqueue(switch, in_port, egress, frame);
             }
-            _ => sw.counters.dropped_unknown += 1,
+            Decision::Flood => {
+                sw.counters.flooded += 1;
+                for i in self.routes.flood_range(switch.0) {
+                    let p = self.routes.flood_port(i);
+                    if p != in_port {
+                        let egress = self.switches[switch.0].ports[p].egress;
+                        self.switch_enqueue(switch, in_port, egress, frame.clone());
+                    }
+                }
+            }
+            Decision::Unknown => sw.counters.dropped_unknown += 1,
+            Decision::NoRoute => sw.counters.dropped_no_route += 1,
+            Decision::Runt => sw.counters.dropped_runt += 1,
         }
     }
 }

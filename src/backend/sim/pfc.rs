@@ -361,8 +361,9 @@ impl Fabric {
     }
 
     /// Queues a frame that came in by `in_port` on the switch's egress
-    /// link `ch`, or drops it (see the module docs); may pause `in_port`'s
-    /// peer.
+    /// link `ch`, or drops it (a link that is down refuses it, see
+    /// [`Fabric::set_channel_up`]; the buffer rules are in the module docs);
+    /// may pause `in_port`'s peer.
     pub(super) fn switch_enqueue(
         &mut self,
         switch: SwitchId,
@@ -370,6 +371,11 @@ impl Fabric {
         ch: ChannelId,
         frame: VecBuf,
     ) {
+        let c = &mut self.channels[ch.index()];
+        if !c.up {
+            c.counters.dropped_down += 1;
+            return;
+        }
         let sw = &mut self.switches[switch.index()];
         let p = frame_priority(frame.data(), &sw.cfg.dscp_to_priority);
         let len = frame.len();
@@ -431,10 +437,15 @@ impl Fabric {
         self.send_pfc(switch, port, PfcFrame::single(p, 0));
     }
 
-    /// Queues a PFC frame out of a switch port, ahead of its data.
+    /// Queues a PFC frame out of a switch port, ahead of its data (none
+    /// while the link is down).
     fn send_pfc(&mut self, switch: SwitchId, port: usize, pfc: PfcFrame) {
         let (_, egress) = self.switch_port_channels(switch, port);
-        self.channels[egress.index()].queue.push_control(pfc);
+        let c = &mut self.channels[egress.index()];
+        if !c.up {
+            return;
+        }
+        c.queue.push_control(pfc);
         self.start_next(egress);
     }
 

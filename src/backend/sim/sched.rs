@@ -324,6 +324,32 @@ impl EgressQueue {
         }
     }
 
+    /// Drops every frame waiting behind the one on the wire (every frame
+    /// if none is), and any PFC frame not yet sent; returns the dropped
+    /// frames with their priorities, lowest priority first.
+    pub(super) fn drop_waiting(&mut self) -> Vec<(u8, Queued)> {
+        self.control = None;
+        let on_wire = match self.wire {
+            Wire::Data(p) => Some(p),
+            _ => None,
+        };
+        let mut dropped = Vec::new();
+        for (p, c) in self.classes.iter_mut().enumerate() {
+            let p = p as u8;
+            let keep = usize::from(on_wire == Some(p));
+            while c.frames.len() > keep {
+                if let Some(q) = c.frames.pop_back() {
+                    c.bytes -= q.frame.len();
+                    self.bytes -= q.frame.len();
+                    self.frames -= 1;
+                    dropped.push((p, q));
+                }
+            }
+            c.deficit = 0;
+        }
+        dropped
+    }
+
     /// Pauses priority `p` until `until` (replacing any time left).
     pub(super) fn pause_class(&mut self, p: u8, now: Instant, until: Instant) {
         let c = &mut self.classes[usize::from(p)];

@@ -417,11 +417,14 @@ fn a_switch_forwards_by_mac_floods_broadcasts_and_drops_unknowns() {
         (c.forwarded, c.flooded, c.dropped_unknown, c.dropped_runt),
         (3, 1, 2, 1)
     );
-    let ports: Vec<(HostId, ChannelId, ChannelId)> = fabric.switch_ports(sw).collect();
+    let ports: Vec<PortInfo> = fabric.switch_ports(sw).collect();
     assert_eq!(ports.len(), 3);
-    assert_eq!(fabric.host_link(h[1]), Some(ports[1].1));
+    assert_eq!(ports[1].peer, Endpoint::Host(h[1]));
+    assert_eq!(fabric.host_link(h[1]), Some(ports[1].ingress));
+    assert_eq!(fabric.switch_port(sw, 2), Some(ports[2]));
+    assert_eq!(fabric.switch_port(sw, 3), None);
     assert_eq!(
-        fabric.channel_ends(ports[2].2),
+        fabric.channel_ends(ports[2].egress),
         (
             Endpoint::Switch {
                 switch: sw,
@@ -431,7 +434,7 @@ fn a_switch_forwards_by_mac_floods_broadcasts_and_drops_unknowns() {
         )
     );
     // The port towards host 0 queued two frames at once.
-    assert_eq!(fabric.link_counters(ports[0].2).max_queue_bytes, 2000);
+    assert_eq!(fabric.link_counters(ports[0].egress).max_queue_bytes, 2000);
 }
 
 #[test]
