@@ -681,3 +681,215 @@ fn a_deadlock_report_reads_as_a_cycle_and_serialises() {
     assert_eq!(json["cycle"][1]["port"], 1);
     assert_eq!(json["cycle"][1]["priority"], 3);
 }
+
+/// Three switches in a ring, one host on each (port 0), ring links on
+/// ports 1 and 2 (`cw[i]`: the port of switch i towards the next one
+/// clockwise, by `ring[i]`'s `a_to_b`). Each host sends
+/// `frames` frames of 1000 B, priority 3, to the host two switches
+/// clockwise, routed the long way round (static routes), so each ring
+/// link carries two flows and each switch's ingress from the ring holds a
+/// flow that leaves again by the next ring link.
+struct Ring {
+    fabric: Fabric,
+    switches: Vec<SwitchId>,
+    hosts: Vec<HostId>,
+    ring: Vec<Link>,
+    cw: Vec<usize>,
+}
+
+impl Ring {
+    fn new(cfg: SwitchConfig) -> Ring {
+        let mut fabric = Fabric::new(3);
+        let switches: Vec<SwitchId> = (0..3)
+            .map(|_| fabric.add_switch_with(cfg).unwrap())
+            .collect();
+        let mut hosts = Vec::new();
+        for (i, &s) in switches.iter().enumerate() {
+            let h = fabric.add_host(mac(i as u8 + 1));
+            fabric
+                .connect_to_switch(h, s, LinkConfig::default())
+                .unwrap();
+            hosts.push(h);
+        }
+        let ring: Vec<Link> = (0..3)
+            .map(|i| {
+                let (a, b) = (switches[i], switches[(i + 1) % 3]);
+                fabric
+                    .connect_switches(a, b, LinkConfig::default())
+                    .unwrap()
+            })
+            .collect();
+        let cw: Vec<usize> = ring
+            .iter()
+            .map(|l| match fabric.channel_ends(l.a_to_b).0 {
+                Endpoint::Switch { port, .. } => port,
+                Endpoint::Host(_) => unreachable!(),
+            })
+            .collect();
+        for i in 0..3 {
+            // The host two switches on is one hop the short way: go round.
+            let dst = hosts[(i + 2) % 3];
+            fabric.set_route(switches[i], dst, &[cw[i]]).unwrap();
+        }
+        Ring {
+            fabric,
+            switches,
+            hosts,
+            ring,
+            cw,
+        }
+    }
+
+    fn send(&mut self, frames: u32) {
+        for i in 0..3 {
+            let dst = (i + 2) % 3 + 1;
+            let batch = (0..frames)
+                .map(|n| ip(dst as u8, i as u8 + 1, 1000, 26, Ecn::Ect0, n))
+                .collect();
+            send(&mut self.fabric, self.hosts[i], batch);
+        }
+    }
+
+    fn delivered(&self) -> u64 {
+        self.hosts
+            .iter()
+            .map(|&h| self.fabric.host_counters(h).rx_frames)
+            .sum()
+    }
+}
+
+#[test]
+fn ring_ports_and_routes_go_the_long_way_round() {
+    let mut r = Ring::new(SwitchConfig::default());
+    let f = ip(3, 1, 1000, 26, Ecn::Ect0, 0);
+    let path = r.fabric.path(r.hosts[0], f.data()).unwrap();
+    let ring = &r.ring;
+    assert_eq!(path[1..3], [ring[0].a_to_b, ring[1].a_to_b]);
+    for (i, l) in ring.iter().enumerate() {
+        let (from, to) = r.fabric.channel_ends(l.a_to_b);
+        assert_eq!(
+            from,
+            Endpoint::Switch {
+                switch: r.switches[i],
+                port: r.cw[i]
+            }
+        );
+        assert!(matches!(to, Endpoint::Switch { switch, .. } if switch == r.switches[(i + 1) % 3]));
+    }
+}
+
+#[test]
+fn a_cyclic_buffer_dependency_deadlocks_the_ring_and_is_reported() {
+    let cfg = SwitchConfig {
+        pfc: Some(PfcConfig::new(1 << 3, 20_000, 18_000, 40_000).unwrap()),
+        ..SwitchConfig::default()
+    };
+    let mut r = Ring::new(cfg);
+    r.send(2_000);
+    r.fabric.advance_to(t(5_000_000));
+    let reports = r.fabric.deadlocks().to_vec();
+    assert_eq!(reports.len(), 1, "{reports:?}");
+    let d = &reports[0];
+    let hops: Vec<(SwitchId, usize, u8)> = d
+        .cycle
+        .iter()
+        .map(|h| (h.switch, h.port, h.priority))
+        .collect();
+    let s = &r.switches;
+    let cw = &r.cw;
+    assert_eq!(
+        hops,
+        vec![(s[0], cw[0], 3), (s[1], cw[1], 3), (s[2], cw[2], 3)]
+    );
+    // The queues stall within microseconds; found after the 1 ms window,
+    // at the next refresh (every half of 335.5 µs).
+    assert!(d.at > t(1_000_000) && d.at < t(1_200_000), "{d}");
+    assert!(d.to_string().starts_with("PFC deadlock at "), "{d}");
+    // Stuck for good: nothing moves, nothing is dropped, frames stay
+    // behind.
+    let delivered = r.delivered();
+    assert!(delivered < 6_000);
+    r.fabric.advance_to(t(20_000_000));
+    assert_eq!(r.delivered(), delivered);
+    assert_eq!(r.fabric.deadlocks().len(), 1);
+    for &sw in s {
+        let c = r.fabric.switch_counters(sw);
+        assert_eq!(c.dropped_headroom, 0, "{c}");
+        assert!(r.fabric.switch_buffer_bytes(sw) > 0);
+    }
+    for l in &r.ring {
+        assert!(r.fabric.egress_queue(l.a_to_b).is_class_paused(3));
+        assert!(r.fabric.egress_queue(l.a_to_b).class_frames(3) > 0);
+    }
+
+    // A failed link breaks the cycle: the frames its queue held are
+    // dropped and leave their switch's buffer, the pauses lift, the rest
+    // drains, and the fabric goes idle.
+    r.fabric.set_link_up(r.ring[0], false).unwrap();
+    r.fabric.run_until_idle();
+    let lost = r.fabric.link_counters(r.ring[0].a_to_b).dropped_down;
+    let no_route: u64 = s
+        .iter()
+        .map(|&sw| r.fabric.switch_counters(sw).dropped_no_route)
+        .sum();
+    assert!(lost > 0);
+    assert_eq!(r.delivered() + lost + no_route, 6_000);
+    for &sw in s {
+        assert_eq!(r.fabric.switch_buffer_bytes(sw), 0);
+    }
+    assert_eq!(r.fabric.deadlocks().len(), 1);
+}
+
+#[test]
+fn the_detection_window_can_be_changed_or_turned_off() {
+    let cfg = SwitchConfig {
+        pfc: Some(PfcConfig::new(1 << 3, 20_000, 18_000, 40_000).unwrap()),
+        ..SwitchConfig::default()
+    };
+    let mut r = Ring::new(cfg);
+    r.fabric.set_deadlock_window(None).unwrap();
+    r.send(2_000);
+    r.fabric.advance_to(t(10_000_000));
+    assert!(r.fabric.deadlocks().is_empty());
+    assert!(r.delivered() < 6_000);
+
+    let mut r = Ring::new(cfg);
+    r.fabric
+        .set_deadlock_window(Some(Duration::from_millis(3)))
+        .unwrap();
+    r.send(2_000);
+    r.fabric.advance_to(t(10_000_000));
+    let at = r.fabric.deadlocks()[0].at;
+    assert!(at > t(3_000_000) && at < t(3_200_000), "{at:?}");
+}
+
+#[test]
+fn the_same_ring_without_pfc_or_with_room_for_everything_does_not_deadlock() {
+    // Lossless with thresholds above all the traffic: no pause at all.
+    let roomy = SwitchConfig {
+        pfc: Some(PfcConfig::new(1 << 3, 10_000_000, 9_000_000, 40_000).unwrap()),
+        ..SwitchConfig::default()
+    };
+    // Lossy: a shared buffer drops instead of pausing.
+    let lossy = SwitchConfig {
+        shared_buffer: Some(60_000),
+        ..SwitchConfig::default()
+    };
+    for (cfg, drops) in [(roomy, false), (lossy, true)] {
+        let mut r = Ring::new(cfg);
+        r.send(2_000);
+        // It drains, and no timer keeps the calendar busy.
+        r.fabric.run_until_idle();
+        assert!(r.fabric.deadlocks().is_empty());
+        let dropped: u64 = r
+            .switches
+            .iter()
+            .map(|&s| r.fabric.switch_counters(s).dropped_shared_buffer)
+            .sum();
+        assert_eq!(r.delivered() + dropped, 6_000);
+        assert_eq!(dropped > 0, drops);
+        for &s in &r.switches {
+            assert_eq!(r.fabric.switch_buffer_bytes(s), 0);
+        }
+    }
+}
