@@ -831,7 +831,7 @@ fn sim(a: &SimArgs) -> Result<bool> {
         dup: a.dup,
         corrupt: a.corrupt,
         queue_bytes: a.queue_bytes,
-        ecn: None,
+        ..LinkConfig::default()
     };
     let run = SimRun::new(SimConfig {
         ops: simrun::parse_ops(&a.ops)?,

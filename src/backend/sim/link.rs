@@ -1,12 +1,11 @@
-//! One direction of a link: its configuration ([`LinkConfig`]), its egress
-//! queue ([`EgressQueue`]) and its counters ([`LinkCounters`]).
+//! One direction of a link: its configuration ([`LinkConfig`]) and its
+//! counters ([`LinkCounters`]). Its egress queue is
+//! [`EgressQueue`](super::EgressQueue).
 
-use std::collections::VecDeque;
 use std::fmt;
 
+use super::sched::PRIORITIES;
 use super::{RedConfig, SimError};
-use crate::backend::loopback::VecBuf;
-use crate::backend::FrameBuf;
 use crate::time::Duration;
 
 /// How one direction of a link behaves. Each direction of a
@@ -35,9 +34,13 @@ pub struct LinkConfig {
     /// Drop-tail limit on the bytes waiting to be serialised (the frame on
     /// the wire included); `None` for an unbounded queue.
     pub queue_bytes: Option<usize>,
-    /// ECN marking of ECN-capable frames as they are queued (RED's curve on
-    /// the bytes waiting; see the module docs); `None`: no marking.
+    /// ECN marking of ECN-capable frames (RED's curve on the bytes waiting
+    /// in the frame's own priority queue; see the module docs), for every
+    /// priority without its own entry in `ecn_class`; `None`: no marking.
     pub ecn: Option<RedConfig>,
+    /// Per-priority ECN marking that replaces `ecn` for that priority
+    /// (index = priority); `None` entries follow `ecn`.
+    pub ecn_class: [Option<RedConfig>; PRIORITIES],
 }
 
 impl Default for LinkConfig {
@@ -54,6 +57,7 @@ impl Default for LinkConfig {
             corrupt: 0.0,
             queue_bytes: None,
             ecn: None,
+            ecn_class: [None; PRIORITIES],
         }
     }
 }
@@ -68,7 +72,8 @@ impl LinkConfig {
 
     /// Rejects a probability that is NaN or outside [0, 1], reordering
     /// (`reorder` > 0) with a zero `reorder_delay`, which could not reorder
-    /// anything, and ECN thresholds that fail [`RedConfig::check`].
+    /// anything, and ECN thresholds (`ecn` or any of `ecn_class`) that fail
+    /// [`RedConfig::check`].
     pub fn check(&self) -> Result<(), SimError> {
         for (field, value) in [
             ("loss", self.loss),
@@ -86,7 +91,28 @@ impl LinkConfig {
         if let Some(red) = &self.ecn {
             red.check()?;
         }
+        for (p, red) in self.ecn_class.iter().enumerate() {
+            if let Some(red) = red {
+                red.check().map_err(|e| match e {
+                    SimError::RedThresholds { kmin, kmax } => SimError::ClassRedThresholds {
+                        priority: p as u8,
+                        kmin,
+                        kmax,
+                    },
+                    e => e,
+                })?;
+            }
+        }
         Ok(())
+    }
+
+    /// The ECN marking of priority `p`: its own `ecn_class` entry, else
+    /// `ecn`.
+    pub fn red(&self, p: u8) -> Option<&RedConfig> {
+        self.ecn_class
+            .get(usize::from(p))
+            .and_then(Option::as_ref)
+            .or(self.ecn.as_ref())
     }
 }
 
@@ -104,7 +130,13 @@ pub fn serialization_time(bytes: usize, rate_bps: u64) -> Duration {
 /// What happened on one direction of a link.
 ///
 /// When no event is pending: `offered = tx_frames + dropped_queue +
-/// dropped_down` and `rx_frames = tx_frames - dropped_loss + duplicated`.
+/// dropped_down` and `rx_frames = tx_frames - dropped_loss + duplicated`,
+/// where frames are data frames (PFC frames count in `pfc_tx` / `pfc_rx`
+/// only, and then `pfc_rx = pfc_tx`); a frame a switch refuses before its
+/// egress queue (shared buffer, headroom) is not offered to the link. A
+/// MAC control frame a host itself hands to `tx_burst` is sent as data but
+/// consumed at the far end: it counts in `tx_frames` and `pfc_rx` (when it
+/// is PFC), not in `rx_frames`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct LinkCounters {
     /// Frames that finished serialising onto the wire (lost ones included).
@@ -133,6 +165,16 @@ pub struct LinkCounters {
     /// Frames queued with CE set by the ECN marker ([`LinkConfig::ecn`]),
     /// those that arrived already CE and drew a mark included.
     pub ecn_marked: u64,
+    /// PFC frames serialised onto this direction (by the switch port it
+    /// starts from).
+    pub pfc_tx: u64,
+    /// PFC frames that reached the far end and were consumed there.
+    pub pfc_rx: u64,
+    /// Nanoseconds each priority of this direction's egress queue spent
+    /// paused by PFC, pauses that have ended only
+    /// ([`Fabric::paused_time`](super::Fabric::paused_time) adds the one
+    /// going on).
+    pub paused_ns: [u64; PRIORITIES],
 }
 
 impl fmt::Display for LinkCounters {
@@ -140,7 +182,8 @@ impl fmt::Display for LinkCounters {
         write!(
             f,
             "tx {} frames {} B, rx {} frames {} B, lost {}, tail-dropped {}, dropped while down {}, \
-             corrupted {}, duplicated {}, reordered {}, max queue {} B, ECN-marked {}",
+             corrupted {}, duplicated {}, reordered {}, max queue {} B, ECN-marked {}, \
+             PFC tx {} rx {}, paused {} ns",
             self.tx_frames,
             self.tx_bytes,
             self.rx_frames,
@@ -152,85 +195,10 @@ impl fmt::Display for LinkCounters {
             self.duplicated,
             self.reordered,
             self.max_queue_bytes,
-            self.ecn_marked
+            self.ecn_marked,
+            self.pfc_tx,
+            self.pfc_rx,
+            self.paused_ns.iter().sum::<u64>()
         )
-    }
-}
-
-/// The frames waiting to leave on one direction of a link, the head one
-/// being serialised while the link is busy.
-///
-/// This is where congestion signals attach: the ECN marker
-/// ([`LinkConfig::ecn`]) sets CE in a frame as it is queued, on
-/// [`EgressQueue::bytes`], and PFC would
-/// [`Fabric::set_paused`](super::Fabric::set_paused) the queue that feeds a
-/// full ingress (pausing is implemented, PFC frames are not).
-#[derive(Debug, Default)]
-pub struct EgressQueue {
-    frames: VecDeque<VecBuf>,
-    bytes: usize,
-    /// A frame is being serialised (its `TxDone` event is pending).
-    busy: bool,
-    /// No new frame starts serialising while set (the one on the wire
-    /// finishes).
-    paused: bool,
-}
-
-impl EgressQueue {
-    /// Bytes waiting, the frame being serialised included.
-    pub fn bytes(&self) -> usize {
-        self.bytes
-    }
-
-    /// Frames waiting, the frame being serialised included.
-    pub fn frames(&self) -> usize {
-        self.frames.len()
-    }
-
-    /// Whether a frame is on the wire now.
-    pub fn is_busy(&self) -> bool {
-        self.busy
-    }
-
-    /// Whether the queue is paused.
-    pub fn is_paused(&self) -> bool {
-        self.paused
-    }
-
-    pub(super) fn push(&mut self, frame: VecBuf) {
-        self.bytes += frame.len();
-        self.frames.push_back(frame);
-    }
-
-    pub(super) fn pop(&mut self) -> Option<VecBuf> {
-        let f = self.frames.pop_front()?;
-        self.bytes -= f.len();
-        Some(f)
-    }
-
-    /// Drops every frame waiting behind the one on the wire (every frame
-    /// if none is); returns how many.
-    pub(super) fn drop_waiting(&mut self) -> u64 {
-        let keep = usize::from(self.busy);
-        let mut n = 0;
-        while self.frames.len() > keep {
-            if let Some(f) = self.frames.pop_back() {
-                self.bytes -= f.len();
-                n += 1;
-            }
-        }
-        n
-    }
-
-    pub(super) fn head_len(&self) -> Option<usize> {
-        self.frames.front().map(|f| f.len())
-    }
-
-    pub(super) fn set_busy(&mut self, busy: bool) {
-        self.busy = busy;
-    }
-
-    pub(super) fn set_paused(&mut self, paused: bool) {
-        self.paused = paused;
     }
 }

@@ -4,12 +4,15 @@
 //! over a DPDK port runs here unchanged.
 //!
 //! This module owns the topology (hosts, switches, links), the switches'
-//! forwarding (shortest-path routes, flooding), the virtual clock, the event calendar, the one seeded [`Rng`], the fault model, the
-//! per-link and per-host counters, ECN marking on egress queues, and an
-//! optional pcap capture per host. It knows frames as Ethernet bytes; it
-//! looks into a frame only to mark ECN (as far as the IP header's ECN
-//! field) and to spread flows over equal paths (as far as the UDP ports),
-//! never at RoCE.
+//! forwarding (shortest-path routes, flooding), the virtual clock, the
+//! event calendar, the one seeded [`Rng`], the fault model, the per-link
+//! and per-host counters, and an optional pcap capture per host. Its
+//! submodules own the routes (`route`), the eight priority queues of each
+//! egress and their scheduler (`sched`), ECN marking (`ecn`), switch
+//! buffers and PFC (`pfc`), and PFC deadlock detection (`deadlock`). It
+//! knows frames as Ethernet bytes; it looks into one only as far as its
+//! 802.1Q tag and IP header (priority, ECN field), its UDP ports (to spread
+//! flows over equal paths) or a MAC control frame's fields, never at RoCE.
 //!
 //! # Call order
 //!
@@ -55,7 +58,9 @@
 //! Each direction of a link has an [`EgressQueue`] and serialises one frame
 //! at a time: a frame queued at `now` finishes serialising ("departs") at
 //! `max(now, end of the frame before it) + bytes * 8 / rate` (whole
-//! nanoseconds, rounded up; [`serialization_time`]), and arrives
+//! nanoseconds, rounded up; [`serialization_time`]), where "the frame
+//! before it" is the one the scheduler picked before it (one priority
+//! alone is a FIFO; see [Priorities](#priorities-and-pfc)), and arrives
 //! [`LinkConfig::delay`] after it departs. The frame length is the buffer's
 //! length: no preamble, inter-frame gap or FCS is added. A switch is
 //! store-and-forward with no processing delay: a frame that has fully
@@ -80,7 +85,9 @@
 //!
 //! A queue with [`LinkConfig::queue_bytes`] refuses (drop-tail) a frame that
 //! would take the bytes waiting, the frame on the wire included, past the
-//! limit (a frame of exactly the room left is taken). [`SimPort::tx_burst`] always takes every frame: one tail-dropped at
+//! limit (a frame of exactly the room left is taken); at a switch, frames
+//! of PFC priorities are exempt ([`PfcConfig`]). [`SimPort::tx_burst`]
+//! always takes every frame: one tail-dropped at
 //! the host's own link counts as sent by the host and dropped by the
 //! network ([`LinkCounters::dropped_queue`]), as happens to a frame lost
 //! further on.
@@ -136,6 +143,10 @@
 //! still up; a unicast frame for a host a switch has no route to any more
 //! is dropped there ([`SwitchCounters::dropped_no_route`]).
 //!
+//! A MAC control frame (to 01-80-C2-00-00-01, EtherType 0x8808) is
+//! consumed by the MAC it reaches, host or switch port, and never delivered
+//! or forwarded.
+//!
 //! # Determinism
 //!
 //! Events sit in a binary heap keyed by (time, sequence number), so events
@@ -146,9 +157,12 @@
 //!
 //! # ECN marking
 //!
-//! A link direction with [`LinkConfig::ecn`] marks frames as they are
-//! queued, on the bytes already waiting ([`EgressQueue::bytes`], the frame
-//! on the wire included), with RED's curve between Kmin and Kmax
+//! A link direction with [`LinkConfig::ecn`] (or, for one priority,
+//! [`LinkConfig::ecn_class`]) marks frames as they are queued, on the bytes
+//! already waiting in the frame's own priority queue
+//! ([`EgressQueue::class_bytes`], its frame on the wire included), or with
+//! [`RedConfig::at_dequeue`] as they leave, on the bytes of their priority
+//! still waiting, with RED's curve between Kmin and Kmax
 //! ([`RedConfig`]; RFC 3168, the DCQCN congestion point of reference C.1):
 //! an ECT(0) or ECT(1) IPv4 / IPv6 packet gets CE (the IPv4 checksum
 //! follows), Not-ECT and non-IP frames pass unmarked. The decision comes
@@ -157,11 +171,26 @@
 //! queued in [`LinkCounters::ecn_marked`]. The draw uses the fabric's
 //! [`Rng`] (see [`RedConfig::apply`] for when it draws).
 //!
-//! # Extension points
+//! # Priorities and PFC
 //!
-//! PFC would pause the queue feeding a full ingress with
-//! [`Fabric::set_paused`] (implemented: a paused queue starts no new frame);
-//! PFC frames themselves are not implemented.
+//! Every egress queue holds eight priority queues: a frame's priority is
+//! its 802.1Q PCP, else its IP DSCP through a DSCP -> priority table (the
+//! switch's [`SwitchConfig::dscp_to_priority`]; hosts use
+//! [`DEFAULT_DSCP_TO_PRIORITY`], DSCP >> 3), else 0 ([`frame_priority`]).
+//! The scheduler serves a switch's [`SwitchConfig::strict`] priorities
+//! first, highest first, then the others by deficit round robin
+//! ([`EgressQueue`]); hosts' NICs schedule the same way with no strict
+//! priority. [`SwitchConfig::default`] behaves as a switch without
+//! priorities did: one unbounded buffer, no PFC, and frames of one
+//! priority in FIFO order.
+//!
+//! A switch accounts each frame in a shared buffer and per (ingress port,
+//! priority) until it has left, drops lossy frames when the buffer is full,
+//! and with [`SwitchConfig::pfc`] sends IEEE 802.1Qbb PFC frames
+//! ([`PfcFrame`]) that pause the upstream MAC's priorities (hosts obey
+//! them); see [`PfcConfig`] and the `pfc` submodule's docs for the rules,
+//! and [`Fabric::deadlocks`] for the cyclic buffer dependencies it finds.
+//! [`Fabric::set_paused`] pauses a whole queue by hand, PFC or not.
 //!
 //! # Capture
 //!
@@ -185,19 +214,30 @@ use crate::time::{Clock, Duration, Instant};
 use crate::wire::ethernet::HEADER_LEN as ETH_HEADER_LEN;
 use crate::wire::MacAddr;
 
+mod deadlock;
 mod ecn;
 mod link;
+mod pfc;
+#[cfg(test)]
+mod pfc_tests;
 mod rng;
 mod route;
+mod sched;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod topo_tests;
 
+pub use deadlock::{DeadlockHop, DeadlockReport, DEFAULT_DEADLOCK_WINDOW};
 pub use ecn::{frame_ecn, EcnField, RedConfig};
-pub use link::{serialization_time, EgressQueue, LinkConfig, LinkCounters};
+pub use link::{serialization_time, LinkConfig, LinkCounters};
+pub use pfc::{
+    is_mac_control, pause_duration, switch_port_mac, PfcConfig, PfcFrame, SwitchConfig,
+    ETHERTYPE_MAC_CONTROL, MAC_CONTROL_DST, OPCODE_PFC,
+};
 pub use rng::Rng;
 use route::{Decision, Routes};
+pub use sched::{frame_priority, EgressQueue, DEFAULT_DSCP_TO_PRIORITY, DRR_QUANTUM, PRIORITIES};
 
 /// The capacity of the buffers [`SimPort::alloc`] hands out: a jumbo frame.
 pub const FRAME_CAPACITY: usize = 9216;
@@ -310,6 +350,22 @@ pub enum SimError {
     NotUnicast,
     #[error("{switch} already has a host with MAC {mac}")]
     DuplicateMac { switch: SwitchId, mac: MacAddr },
+    #[error("link config: ECN marking of priority {priority}: kmin {kmin} B > kmax {kmax} B")]
+    ClassRedThresholds {
+        priority: u8,
+        kmin: usize,
+        kmax: usize,
+    },
+    #[error("switch config: DSCP {dscp} maps to priority {priority}; priorities are 0-7")]
+    DscpPriority { dscp: usize, priority: u8 },
+    #[error("PFC config: no priority is enabled (priorities mask 0)")]
+    PfcNoPriority,
+    #[error("PFC config: xon must be <= xoff, got xon {xon} B > xoff {xoff} B")]
+    PfcThresholds { xon: usize, xoff: usize },
+    #[error("PFC config: quanta must be above 0 (a pause of no time)")]
+    PfcQuantaZero,
+    #[error("deadlock detection window must be above zero (None turns detection off)")]
+    DeadlockWindowZero,
 }
 
 /// What a host sent and received.
@@ -351,6 +407,17 @@ pub struct SwitchCounters {
     pub dropped_no_route: u64,
     /// Frames shorter than an Ethernet header.
     pub dropped_runt: u64,
+    /// Frames of lossy priorities refused by a full shared buffer
+    /// ([`SwitchConfig::shared_buffer`]).
+    pub dropped_shared_buffer: u64,
+    /// Frames of PFC priorities refused beyond XOFF + headroom
+    /// ([`PfcConfig::headroom`]: too little headroom).
+    pub dropped_headroom: u64,
+    /// Times an ingress (port, priority) rose above XOFF and paused its
+    /// peer.
+    pub xoff_events: u64,
+    /// The most bytes the switch ever held.
+    pub max_buffer_bytes: u64,
 }
 
 impl fmt::Display for SwitchCounters {
@@ -358,12 +425,17 @@ impl fmt::Display for SwitchCounters {
         write!(
             f,
             "forwarded {}, flooded {}, dropped unknown {}, dropped without a route {}, \
-             dropped runt {}",
+             dropped runt {}, dropped by the shared buffer {}, dropped beyond headroom {}, \
+             XOFF {}, max buffer {} B",
             self.forwarded,
             self.flooded,
             self.dropped_unknown,
             self.dropped_no_route,
-            self.dropped_runt
+            self.dropped_runt,
+            self.dropped_shared_buffer,
+            self.dropped_headroom,
+            self.xoff_events,
+            self.max_buffer_bytes
         )
     }
 }
@@ -453,6 +525,8 @@ pub struct PortInfo {
 struct Switch {
     ports: Vec<SwitchPort>,
     counters: SwitchCounters,
+    cfg: SwitchConfig,
+    buffer: pfc::SwitchBuffer,
 }
 
 /// One direction of a link.
@@ -473,6 +547,10 @@ enum EventKind {
     TxDone(ChannelId),
     /// A frame reaches the far end of the channel.
     Arrive(ChannelId, VecBuf),
+    /// A PFC pause of a priority of the channel's egress queue may end.
+    PauseExpire(ChannelId, u8),
+    /// A switch port's PFC pauses are due to be sent again.
+    PfcRefresh(SwitchId, usize),
 }
 
 #[derive(Debug)]
@@ -529,6 +607,16 @@ impl Calendar {
         }
         Some(PeekMut::pop(top).0)
     }
+
+    /// Drops the earliest events while `stale` says they would do nothing.
+    fn drop_stale(&mut self, mut stale: impl FnMut(&EventKind, Instant) -> bool) {
+        while let Some(top) = self.heap.peek_mut() {
+            if !stale(&top.0.kind, top.0.at) {
+                break;
+            }
+            PeekMut::pop(top);
+        }
+    }
 }
 
 /// The simulated network: its topology, virtual clock, pending events and
@@ -545,6 +633,7 @@ pub struct Fabric {
     hosts: Vec<Host>,
     switches: Vec<Switch>,
     channels: Vec<Channel>,
+    deadlock: deadlock::DeadlockDetector,
     /// The switches' forwarding tables, rebuilt when the topology changes.
     routes: Routes,
 }
@@ -559,6 +648,7 @@ impl Fabric {
             hosts: Vec::new(),
             switches: Vec::new(),
             channels: Vec::new(),
+            deadlock: deadlock::DeadlockDetector::default(),
             routes: Routes::new(seed),
         }
     }
@@ -737,9 +827,15 @@ impl Fabric {
             match ev.kind {
                 EventKind::TxDone(ch) => self.tx_done(ch),
                 EventKind::Arrive(ch, frame) => self.arrive(ch, frame),
+                EventKind::PauseExpire(ch, p) => self.pause_expired(ch, p, ev.at),
+                EventKind::PfcRefresh(s, port) => self.pfc_refresh(s, port, ev.at),
             }
         }
         self.now = self.now.max(t);
+        // An overtaken PFC timer is never the next event.
+        let mut events = std::mem::take(&mut self.events);
+        events.drop_stale(|kind, at| self.timer_is_stale(kind, at));
+        self.events = events;
     }
 
     /// [`Fabric::advance_to`] `now + d`.
@@ -923,9 +1019,11 @@ impl Fabric {
         Ok(())
     }
 
-    /// Pauses or resumes a link direction's egress queue (the mechanism PFC
-    /// would drive). A paused queue keeps accepting frames but starts
-    /// serialising none; the frame on the wire finishes.
+    /// Pauses or resumes a link direction's egress queue as a whole, every
+    /// priority, apart from PFC (which pauses single priorities and keeps
+    /// its own timers). A paused queue keeps accepting frames but starts
+    /// serialising no data frame; the frame on the wire finishes, and a
+    /// PFC frame still goes out.
     pub fn set_paused(&mut self, ch: ChannelId, paused: bool) -> Result<(), SimError> {
         let c = self
             .channels
@@ -972,7 +1070,15 @@ impl Fabric {
         if c.up != up {
             c.up = up;
             if !up {
-                c.counters.dropped_down += c.queue.drop_waiting();
+                let dropped = c.queue.drop_waiting();
+                c.counters.dropped_down += dropped.len() as u64;
+                if let Endpoint::Switch { switch, .. } = c.from {
+                    for (p, q) in dropped {
+                        if let Some(port) = q.ingress {
+                            self.switch_release(switch, port as usize, p, q.frame.len());
+                        }
+                    }
+                }
             }
             self.routes.invalidate();
         }
@@ -1102,8 +1208,8 @@ impl Fabric {
         }
     }
 
-    /// Hands a frame to a link direction: refused if it is down, else
-    /// queued ([`Fabric::enqueue`]).
+    /// Hands a frame a host sends to its link direction: refused if it is
+    /// down, else queued ([`Fabric::enqueue`]).
     fn offer(&mut self, ch: ChannelId, frame: VecBuf) {
         let c = &mut self.channels[ch.0];
         if c.up {
@@ -1113,98 +1219,153 @@ impl Fabric {
         }
     }
 
-    /// Queues a frame on a link direction at `now` (or drops it at the
-    /// tail) and starts serialising it if the link is idle.
+    /// A host queues a frame on its link at `now` (or it is dropped at
+    /// the tail), classified by the default DSCP table.
+    fn enqueue(&mut self, ch: ChannelId, frame: VecBuf) {
+        let p = frame_priority(frame.data(), &DEFAULT_DSCP_TO_PRIORITY);
+        self.enqueue_class(ch, frame, p, true, None);
+    }
+
+    /// Queues a frame of priority `p` on a link direction at `now`, or
+    /// drops it at the tail if `droppable`, and starts serialising if the
+    /// link is idle; `ingress` is the switch port it came in by. Returns
+    /// whether it was queued.
     ///
     /// ECN marking at enqueue ([`LinkConfig::ecn`]) is decided first, on
-    /// the bytes already waiting, whether or not the frame then fits; a
-    /// frame the drop-tail limit refuses counts as dropped, never as
-    /// marked. Marking at dequeue happens in [`Fabric::tx_done`].
-    fn enqueue(&mut self, ch: ChannelId, mut frame: VecBuf) {
+    /// the bytes already waiting in the frame's priority queue, whether or
+    /// not the frame then fits; a frame the drop-tail limit refuses counts
+    /// as dropped, never as marked. Marking at dequeue happens in
+    /// [`Fabric::tx_done`].
+    fn enqueue_class(
+        &mut self,
+        ch: ChannelId,
+        mut frame: VecBuf,
+        p: u8,
+        droppable: bool,
+        ingress: Option<u32>,
+    ) -> bool {
         let c = &mut self.channels[ch.0];
-        let queued = c.queue.bytes();
-        let marked = match &c.cfg.ecn {
-            Some(red) if !red.at_dequeue => red.apply(queued, frame.data_mut(), &mut self.rng),
+        let marked = match c.cfg.red(p) {
+            Some(red) if !red.at_dequeue => {
+                red.apply(c.queue.class_bytes(p), frame.data_mut(), &mut self.rng)
+            }
             _ => false,
         };
-        if let Some(cap) = c.cfg.queue_bytes {
-            if queued + frame.len() > cap {
+        if let Some(cap) = c.cfg.queue_bytes.filter(|_| droppable) {
+            if c.queue.bytes() + frame.len() > cap {
                 c.counters.dropped_queue += 1;
-                return;
+                return false;
             }
         }
         if marked {
             c.counters.ecn_marked += 1;
         }
-        c.queue.push(frame);
+        c.queue.push(p, frame, ingress);
         let q = c.queue.bytes() as u64;
         c.counters.max_queue_bytes = c.counters.max_queue_bytes.max(q);
         self.start_next(ch);
+        true
     }
 
-    /// Starts serialising the head frame if the link is idle and not
-    /// paused.
+    /// Starts serialising the next frame if the link is idle: a waiting
+    /// PFC frame, else the scheduler's pick (see [`EgressQueue`]).
     fn start_next(&mut self, ch: ChannelId) {
-        let c = &mut self.channels[ch.0];
-        if c.queue.is_busy() || c.queue.is_paused() {
+        let c = &self.channels[ch.0];
+        if c.queue.is_busy() {
             return;
         }
-        let Some(len) = c.queue.head_len() else {
+        let (strict, src) = match c.from {
+            Endpoint::Switch { switch, port } => (
+                self.switches[switch.0].cfg.strict,
+                switch_port_mac(switch, port),
+            ),
+            Endpoint::Host(h) => (0, self.hosts[h.0].mac),
+        };
+        let c = &mut self.channels[ch.0];
+        let emit = |pfc: &PfcFrame| {
+            let mut f = VecBuf::with_capacity(PfcFrame::LEN);
+            if let Some(b) = f.append(PfcFrame::LEN) {
+                b.copy_from_slice(&pfc.emit(src));
+            }
+            f
+        };
+        let Some(len) = c.queue.start(strict, emit) else {
             return;
         };
-        c.queue.set_busy(true);
         let done = self.now + serialization_time(len, c.cfg.rate_bps);
         self.events.push(done, EventKind::TxDone(ch));
     }
 
-    /// The head frame has left: decide its faults, schedule its arrival,
-    /// start the next one.
+    /// The frame on the wire has left: a PFC frame goes to the far end; a
+    /// data frame leaves its switch's buffer, meets its faults and is
+    /// scheduled to arrive. Then the next one starts.
     fn tx_done(&mut self, ch: ChannelId) {
         let c = &mut self.channels[ch.0];
-        c.queue.set_busy(false);
-        if let Some(mut frame) = c.queue.pop() {
-            let cfg = c.cfg;
-            if let Some(red) = cfg.ecn.filter(|r| r.at_dequeue) {
-                if red.apply(c.queue.bytes(), frame.data_mut(), &mut self.rng) {
-                    c.counters.ecn_marked += 1;
-                }
+        let (p, mut frame, ingress) = match c.queue.finish(self.now) {
+            None => return self.start_next(ch),
+            Some(sched::Finished::Control(frame)) => {
+                c.counters.pfc_tx += 1;
+                self.events
+                    .push(self.now + c.cfg.delay, EventKind::Arrive(ch, frame));
+                return self.start_next(ch);
             }
-            let n = &mut c.counters;
-            n.tx_frames += 1;
-            n.tx_bytes += frame.len() as u64;
-            let rng = &mut self.rng;
-            if rng.chance(cfg.loss) {
-                n.dropped_loss += 1;
+            Some(sched::Finished::Data { priority, queued }) => {
+                (priority, queued.frame, queued.ingress)
+            }
+        };
+        let release = match (c.from, ingress) {
+            (Endpoint::Switch { switch, .. }, Some(port)) => {
+                Some((switch, port as usize, frame.len()))
+            }
+            _ => None,
+        };
+        let cfg = c.cfg;
+        if let Some(red) = cfg.red(p).filter(|r| r.at_dequeue) {
+            if red.apply(c.queue.class_bytes(p), frame.data_mut(), &mut self.rng) {
+                c.counters.ecn_marked += 1;
+            }
+        }
+        let n = &mut c.counters;
+        n.tx_frames += 1;
+        n.tx_bytes += frame.len() as u64;
+        let rng = &mut self.rng;
+        if rng.chance(cfg.loss) {
+            n.dropped_loss += 1;
+        } else {
+            if rng.chance(cfg.corrupt) && frame.len() > ETH_HEADER_LEN {
+                let span = (frame.len() - ETH_HEADER_LEN) as u64;
+                let at = ETH_HEADER_LEN + rng.below(span) as usize;
+                let bit = rng.below(8);
+                frame.data_mut()[at] ^= 1 << bit;
+                n.corrupted += 1;
+            }
+            let dup = rng.chance(cfg.dup);
+            let mut arrival = self.now + cfg.delay;
+            if rng.chance(cfg.reorder) {
+                let extra = 1 + rng.below(cfg.reorder_delay.as_nanos());
+                arrival += Duration::from_nanos(extra);
+                n.reordered += 1;
+            }
+            if dup {
+                n.duplicated += 1;
+                let copy = frame.clone();
+                self.events.push(arrival, EventKind::Arrive(ch, frame));
+                self.events.push(arrival, EventKind::Arrive(ch, copy));
             } else {
-                if rng.chance(cfg.corrupt) && frame.len() > ETH_HEADER_LEN {
-                    let span = (frame.len() - ETH_HEADER_LEN) as u64;
-                    let at = ETH_HEADER_LEN + rng.below(span) as usize;
-                    let bit = rng.below(8);
-                    frame.data_mut()[at] ^= 1 << bit;
-                    n.corrupted += 1;
-                }
-                let dup = rng.chance(cfg.dup);
-                let mut arrival = self.now + cfg.delay;
-                if rng.chance(cfg.reorder) {
-                    let extra = 1 + rng.below(cfg.reorder_delay.as_nanos());
-                    arrival += Duration::from_nanos(extra);
-                    n.reordered += 1;
-                }
-                if dup {
-                    n.duplicated += 1;
-                    let copy = frame.clone();
-                    self.events.push(arrival, EventKind::Arrive(ch, frame));
-                    self.events.push(arrival, EventKind::Arrive(ch, copy));
-                } else {
-                    self.events.push(arrival, EventKind::Arrive(ch, frame));
-                }
+                self.events.push(arrival, EventKind::Arrive(ch, frame));
             }
+        }
+        if let Some((switch, port, len)) = release {
+            self.switch_release(switch, port, p, len);
         }
         self.start_next(ch);
     }
 
     /// A frame reaches the far end of a link direction.
     fn arrive(&mut self, ch: ChannelId, frame: VecBuf) {
+        if is_mac_control(frame.data()) {
+            return self.mac_control_received(ch, &frame);
+        }
         let c = &mut self.channels[ch.0];
         c.counters.rx_frames += 1;
         c.counters.rx_bytes += frame.len() as u64;
@@ -1212,6 +1373,12 @@ impl Fabric {
             Endpoint::Host(h) => self.deliver(h, frame),
             Endpoint::Switch { switch, port } => self.forward(switch, port, frame),
         }
+    }
+
+    /// A switch port's link directions: (into the port, out of it).
+    fn switch_port_channels(&self, switch: SwitchId, port: usize) -> (ChannelId, ChannelId) {
+        let p = &self.switches[switch.0].ports[port];
+        (p.ingress, p.egress)
     }
 
     fn deliver(&mut self, host: HostId, frame: VecBuf) {
@@ -1237,7 +1404,7 @@ impl Fabric {
             Decision::Port(p) => {
                 sw.counters.forwarded += 1;
                 let egress = sw.ports[p].egress;
-                self.offer(egress, frame);
+                self.switch_enqueue(switch, in_port, egress, frame);
             }
             Decision::Flood => {
                 sw.counters.flooded += 1;
@@ -1245,7 +1412,7 @@ impl Fabric {
                     let p = self.routes.flood_port(i);
                     if p != in_port {
                         let egress = self.switches[switch.0].ports[p].egress;
-                        self.offer(egress, frame.clone());
+                        self.switch_enqueue(switch, in_port, egress, frame.clone());
                     }
                 }
             }
