@@ -10,6 +10,8 @@ use crate::time::{Duration, Instant};
 use crate::transport::{AddressVector, AttrMask, Device, DeviceConfig, Mtu, QpAttr, QpState};
 use crate::wire::MacAddr;
 use core::net::IpAddr;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
 /// Room for the largest frame the transport writes: path MTU 4096 plus
 /// Ethernet with a VLAN tag (18), IPv6 (40), UDP (8), BTH (12), the
@@ -148,9 +150,27 @@ pub struct SimHost {
 }
 
 /// Devices on a simulated fabric, in virtual time.
+///
+/// Two ways to drive it: [`SimNet::pump_all`] and [`SimNet::next_time`]
+/// visit every host at every step (simple, fine for a few hosts), while
+/// [`SimNet::pump_active`] and [`SimNet::next_time_active`] visit only the
+/// hosts that something happened to (a frame in, room in the NIC's ring,
+/// a timer due, or [`SimNet::touch`] after the caller gave a device work),
+/// which keeps a step's cost independent of the number of hosts.
 pub struct SimNet {
     pub fabric: Fabric,
     pub hosts: Vec<SimHost>,
+    /// Fabric host index -> index in `hosts`.
+    by_fabric: Vec<usize>,
+    /// Hosts to pump at the next [`SimNet::pump_active`], and whether
+    /// each is listed.
+    active: Vec<usize>,
+    listed: Vec<bool>,
+    /// Each host's next device timer as last seen, and those times in a
+    /// heap (entries that no longer match `timer_of` are stale).
+    timer_of: Vec<Option<Instant>>,
+    timers: BinaryHeap<Reverse<(Instant, usize)>>,
+    woken: Vec<HostId>,
 }
 
 /// The attributes two QPs are connected with by [`SimNet::connect_qps`].
@@ -284,6 +304,97 @@ impl SimNet {
         SimNet {
             fabric: Fabric::new(seed),
             hosts: Vec::new(),
+            by_fabric: Vec::new(),
+            active: Vec::new(),
+            listed: Vec::new(),
+            timer_of: Vec::new(),
+            timers: BinaryHeap::new(),
+            woken: Vec::new(),
+        }
+    }
+
+    /// Marks host `h` to be pumped at the next [`SimNet::pump_active`]:
+    /// call it after giving its device work (a posted WR, a new QP).
+    pub fn touch(&mut self, h: usize) {
+        if !self.listed[h] {
+            self.listed[h] = true;
+            self.active.push(h);
+        }
+    }
+
+    /// Pumps every host that something happened to, until none is left;
+    /// returns frames moved and appends each pumped host once to
+    /// `pumped` (whose completions may then be polled).
+    pub fn pump_active(&mut self, pumped: &mut Vec<usize>, seen: &mut [bool]) -> usize {
+        let now = self.fabric.now();
+        let mut moved = 0;
+        loop {
+            self.fabric.take_woken(&mut self.woken);
+            for i in 0..self.woken.len() {
+                let h = self.by_fabric[self.woken[i].index()];
+                if h != usize::MAX {
+                    self.touch(h);
+                }
+            }
+            self.woken.clear();
+            while let Some(&Reverse((t, h))) = self.timers.peek() {
+                if t > now {
+                    break;
+                }
+                self.timers.pop();
+                if self.timer_of[h] == Some(t) {
+                    self.timer_of[h] = None;
+                    self.touch(h);
+                }
+            }
+            if self.active.is_empty() {
+                return moved;
+            }
+            let mut list = std::mem::take(&mut self.active);
+            for &h in &list {
+                self.listed[h] = false;
+                let host = &mut self.hosts[h];
+                let mut port = self.fabric.port(host.host);
+                let st = pump_with(
+                    &mut host.dev,
+                    &mut port,
+                    now,
+                    &mut host.pending,
+                    &mut host.spare,
+                );
+                moved += st.rx + st.tx;
+                let t = host.dev.poll_timeout();
+                if t != self.timer_of[h] {
+                    self.timer_of[h] = t;
+                    if let Some(t) = t {
+                        self.timers.push(Reverse((t, h)));
+                    }
+                }
+                if !seen[h] {
+                    seen[h] = true;
+                    pumped.push(h);
+                }
+            }
+            list.clear();
+            if self.active.is_empty() {
+                self.active = list;
+            }
+        }
+    }
+
+    /// The next instant anything happens (a frame event or a device
+    /// timer), for a driver of [`SimNet::pump_active`].
+    pub fn next_time_active(&mut self) -> Option<Instant> {
+        while let Some(&Reverse((t, h))) = self.timers.peek() {
+            if self.timer_of[h] == Some(t) {
+                break;
+            }
+            self.timers.pop();
+        }
+        let dev = self.timers.peek().map(|Reverse((t, _))| *t);
+        match (self.fabric.next_event(), dev) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
     }
 
@@ -297,7 +408,15 @@ impl SimNet {
             pending: Burst::new(),
             spare: None,
         });
-        Ok(self.hosts.len() - 1)
+        let i = self.hosts.len() - 1;
+        if self.by_fabric.len() <= host.index() {
+            self.by_fabric.resize(host.index() + 1, usize::MAX);
+        }
+        self.by_fabric[host.index()] = i;
+        self.listed.push(false);
+        self.timer_of.push(None);
+        self.touch(i);
+        Ok(i)
     }
 
     /// A switch; hosts join it with [`SimNet::connect_to_switch`].

@@ -496,6 +496,8 @@ struct Host {
     /// The NIC's transmit ring: `tx_burst` takes frames only while fewer
     /// bytes than this wait on the host's link (`None`: always).
     tx_ring_bytes: Option<usize>,
+    /// Listed among the woken hosts now.
+    woken: bool,
 }
 
 #[derive(Debug)]
@@ -636,6 +638,11 @@ pub struct Fabric {
     deadlock: deadlock::DeadlockDetector,
     /// The switches' forwarding tables, rebuilt when the topology changes.
     routes: Routes,
+    /// Events processed so far.
+    events_done: u64,
+    /// Hosts something happened to since [`Fabric::take_woken`]: a frame
+    /// arrived, or a frame left their link (room in the NIC's ring).
+    woken: Vec<HostId>,
 }
 
 impl Fabric {
@@ -650,6 +657,8 @@ impl Fabric {
             channels: Vec::new(),
             deadlock: deadlock::DeadlockDetector::default(),
             routes: Routes::new(seed),
+            events_done: 0,
+            woken: Vec::new(),
         }
     }
 
@@ -667,6 +676,7 @@ impl Fabric {
             counters: HostCounters::default(),
             capture: None,
             tx_ring_bytes: None,
+            woken: false,
         });
         self.routes.invalidate();
         HostId(self.hosts.len() - 1)
@@ -824,6 +834,7 @@ impl Fabric {
     pub fn advance_to(&mut self, t: Instant) {
         while let Some(ev) = self.events.pop_due(t) {
             self.now = self.now.max(ev.at);
+            self.events_done += 1;
             match ev.kind {
                 EventKind::TxDone(ch) => self.tx_done(ch),
                 EventKind::Arrive(ch, frame) => self.arrive(ch, frame),
@@ -836,6 +847,32 @@ impl Fabric {
         let mut events = std::mem::take(&mut self.events);
         events.drop_stale(|kind, at| self.timer_is_stale(kind, at));
         self.events = events;
+    }
+
+    /// Moves into `out` the hosts that something happened to since the
+    /// last call, each once, in the order it first happened: a frame
+    /// arrived in its inbox, or one left its link (so its NIC's ring has
+    /// room again). A driver that pumps only these hosts, and those whose
+    /// own timers are due, misses nothing.
+    pub fn take_woken(&mut self, out: &mut Vec<HostId>) {
+        for h in self.woken.drain(..) {
+            self.hosts[h.0].woken = false;
+            out.push(h);
+        }
+    }
+
+    fn wake(&mut self, host: HostId) {
+        let h = &mut self.hosts[host.0];
+        if !h.woken {
+            h.woken = true;
+            self.woken.push(host);
+        }
+    }
+
+    /// Events processed so far: frames finishing serialisation, frames
+    /// arriving, PFC timers. What a run's events per second count.
+    pub fn events_processed(&self) -> u64 {
+        self.events_done
     }
 
     /// [`Fabric::advance_to`] `now + d`.
@@ -1300,6 +1337,9 @@ impl Fabric {
     /// data frame leaves its switch's buffer, meets its faults and is
     /// scheduled to arrive. Then the next one starts.
     fn tx_done(&mut self, ch: ChannelId) {
+        if let Endpoint::Host(h) = self.channels[ch.0].from {
+            self.wake(h);
+        }
         let c = &mut self.channels[ch.0];
         let (p, mut frame, ingress) = match c.queue.finish(self.now) {
             None => return self.start_next(ch),
@@ -1390,6 +1430,7 @@ impl Fabric {
             cap.record(now, frame.data());
         }
         h.inbox.push_back(frame);
+        self.wake(host);
     }
 
     /// A switch's forwarding decision for a frame that has arrived by
