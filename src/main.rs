@@ -117,6 +117,28 @@ enum Cmd {
     /// ECN, measured (goodput, fairness, utilisation, queue, CNPs, drops);
     /// exits 1 on an error completion or WRITEs left undone.
     Sim(Box<SimArgs>),
+    /// Congestion-control experiments on a simulated fabric with the real
+    /// transport: every run of an experiment file (its variants times its
+    /// sweep), each into a folder of CSV time series and PNG plots, then a
+    /// summary table (printed, and saved as text, CSV and JSON). A run
+    /// that stops early (a PFC deadlock, the drain limit) is a result: it
+    /// is reported, and the command still exits 0.
+    Lab {
+        /// The experiment (see configs/lab/).
+        file: PathBuf,
+        /// The results folder (created if missing).
+        #[arg(long)]
+        out: PathBuf,
+        /// Replaces the file's seed.
+        #[arg(long)]
+        seed: Option<u64>,
+        /// No progress bar.
+        #[arg(long)]
+        quiet: bool,
+        /// No PNG plots (CSV and the summary only).
+        #[arg(long)]
+        no_plots: bool,
+    },
 }
 
 /// Where an interop tool runs and what it records.
@@ -507,6 +529,13 @@ fn main() -> ExitCode {
     let result = match cli.cmd {
         Cmd::Decode { files, json } => decode(&files, json),
         Cmd::Sim(args) => sim(&args),
+        Cmd::Lab {
+            file,
+            out,
+            seed,
+            quiet,
+            no_plots,
+        } => lab(&file, out, seed, quiet, !no_plots),
         Cmd::Bench {
             what: BenchCmd::Wire { rounds, iters },
         } => bench_wire(rounds, iters),
@@ -571,6 +600,7 @@ fn run(cmd: Cmd) -> Result<bool> {
         }
         Cmd::Decode { .. }
         | Cmd::Sim(_)
+        | Cmd::Lab { .. }
         | Cmd::Bench {
             what: BenchCmd::Wire { .. },
         } => unreachable!("handled in main"),
@@ -648,6 +678,7 @@ fn run(cmd: Cmd) -> Result<bool> {
         }
         Cmd::Decode { .. }
         | Cmd::Sim(_)
+        | Cmd::Lab { .. }
         | Cmd::Bench {
             what: BenchCmd::Wire { .. },
         } => unreachable!("handled in main"),
@@ -814,6 +845,39 @@ fn decode(files: &[PathBuf], json: bool) -> Result<bool> {
 
 /// `ferroce sim`: one summary line (or JSON object) per seed, a total line
 /// when there are several; Ok(false) (exit 1) unless every seed verified.
+/// `ferroce lab`: runs an experiment file and prints its summary.
+fn lab(
+    file: &std::path::Path,
+    out: PathBuf,
+    seed: Option<u64>,
+    quiet: bool,
+    plots: bool,
+) -> Result<bool> {
+    use ferroce::engine::lab::experiment::{run_file, LabOptions};
+    let opts = LabOptions {
+        out,
+        seed,
+        quiet,
+        plots,
+    };
+    let report = run_file(file, &opts)?;
+    println!("{}", report.name);
+    print!("{}", report.table);
+    for w in &report.plot_warnings {
+        eprintln!("ferroce: warning: plot not drawn: {w}");
+    }
+    for s in &report.runs {
+        if let Some(why) = &s.stopped {
+            println!("run {}: {why}", s.name);
+        }
+        for d in &s.deadlocks {
+            println!("run {}: {d}", s.name);
+        }
+    }
+    println!("results in {}", opts.out.display());
+    Ok(true)
+}
+
 fn sim(a: &SimArgs) -> Result<bool> {
     use ferroce::backend::sim::LinkConfig;
     use ferroce::engine::simrun::{self, SimConfig, SimRun, Totals};

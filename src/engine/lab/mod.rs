@@ -12,7 +12,9 @@
 #![deny(unsafe_code)]
 
 pub mod config;
+pub mod experiment;
 pub mod output;
 pub mod plot;
 pub mod progress;
+pub mod run;
 pub mod workload;
