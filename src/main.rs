@@ -867,11 +867,12 @@ fn lab(
         eprintln!("ferroce: warning: plot not drawn: {w}");
     }
     for s in &report.runs {
-        if let Some(why) = &s.stopped {
-            println!("run {}: {why}", s.name);
-        }
         for d in &s.deadlocks {
             println!("run {}: {d}", s.name);
+        }
+        match &s.stopped {
+            Some(why) if !s.deadlocks.contains(why) => println!("run {}: {why}", s.name),
+            _ => {}
         }
     }
     println!("results in {}", opts.out.display());

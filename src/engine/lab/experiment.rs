@@ -12,7 +12,7 @@
 //! DIR/RUN/summary.json                         everything the run measured
 //! DIR/RUN/queue.csv, queue.png                 the hot (or chosen) egress queues over time
 //! DIR/RUN/rates.csv, rates.png                 per flow: goodput and its controller's rate
-//! DIR/RUN/pauses.csv                           PFC frames and paused time so far, over time
+//! DIR/RUN/pauses.csv, pauses.png               PFC frames and paused time so far, over time
 //! DIR/RUN/flows.csv                            per flow: size, start, FCT, ideal FCT, goodput
 //! ```
 
@@ -260,6 +260,31 @@ fn plot_run(dir: &Path, name: &str, series: &RunSeries, warnings: &mut Vec<Strin
     if let Err(e) = plot.write_png(&path) {
         warn(warnings, &path, e);
     }
+    // PFC: frames received so far, over ms (only where PFC acted).
+    if series
+        .pauses
+        .last()
+        .is_some_and(|&(_, frames, _)| frames > 0)
+    {
+        let path = dir.join("pauses.png");
+        let plot = LinePlot {
+            title: format!("{name}: PFC frames received, all links"),
+            x_label: "time (ms)".into(),
+            y_label: "PFC frames so far".into(),
+            series: vec![Series {
+                name: "PFC frames".into(),
+                points: series
+                    .pauses
+                    .iter()
+                    .map(|&(t, frames, _)| (t as f64 / 1e6, frames as f64))
+                    .collect(),
+            }],
+            ..LinePlot::default()
+        };
+        if let Err(e) = plot.write_png(&path) {
+            warn(warnings, &path, e);
+        }
+    }
     // Rates: each flow's controller rate, Gb/s over ms.
     let mut by_flow: std::collections::BTreeMap<usize, Vec<(f64, f64)>> = Default::default();
     for &(t, f, _, rate) in &series.rates {
@@ -328,7 +353,14 @@ fn summary_table(plan: &LabPlan, runs: &[RunSummary]) -> SummaryTable {
             vec![
                 Cell::Text(s.name.clone()),
                 Cell::Text(format!("{}/{}", s.flows_completed, s.flows)),
-                f(s.long_goodput_bps / 1e9, 2),
+                f(
+                    if s.long_jain.is_some() {
+                        s.long_goodput_bps / 1e9
+                    } else {
+                        f64::NAN
+                    },
+                    2,
+                ),
                 f(s.long_jain.unwrap_or(f64::NAN), 3),
                 f(s.queue.p50 as f64 / 1e3, 1),
                 f(s.queue.p99 as f64 / 1e3, 1),
