@@ -12,7 +12,8 @@
 //! DIR/RUN/summary.json                         everything the run measured
 //! DIR/RUN/queue.csv, queue.png                 the hot (or chosen) egress queues over time
 //! DIR/RUN/rates.csv, rates.png                 per flow: goodput and its controller's rate
-//! DIR/RUN/pauses.csv, pauses.png               PFC frames and paused time so far, over time
+//! DIR/RUN/signals.csv                         ECN marks, CNPs, PFC frames and paused time so far
+//! DIR/RUN/pauses.png                          PFC frames so far, over time (when PFC acted)
 //! DIR/RUN/flows.csv                            per flow: size, start, FCT, ideal FCT, goodput
 //! ```
 
@@ -174,11 +175,25 @@ fn write_run(
     r.finish()?;
 
     let mut p = CsvSeries::create(
-        &dir.join("pauses.csv"),
-        &["time_ns", "pfc_frames", "paused_ns"],
+        &dir.join("signals.csv"),
+        &[
+            "time_ns",
+            "ecn_marked",
+            "cnp_sent",
+            "cnp_handled",
+            "pfc_frames",
+            "paused_ns",
+        ],
     )?;
-    for &(t, frames, ns) in &series.pauses {
-        p.row(&[t as f64, frames as f64, ns as f64])?;
+    for g in &series.signals {
+        p.row(&[
+            g.time_ns as f64,
+            g.ecn_marked as f64,
+            g.cnp_sent as f64,
+            g.cnp_handled as f64,
+            g.pfc_frames as f64,
+            g.paused_ns as f64,
+        ])?;
     }
     p.finish()?;
 
@@ -261,11 +276,7 @@ fn plot_run(dir: &Path, name: &str, series: &RunSeries, warnings: &mut Vec<Strin
         warn(warnings, &path, e);
     }
     // PFC: frames received so far, over ms (only where PFC acted).
-    if series
-        .pauses
-        .last()
-        .is_some_and(|&(_, frames, _)| frames > 0)
-    {
+    if series.signals.last().is_some_and(|g| g.pfc_frames > 0) {
         let path = dir.join("pauses.png");
         let plot = LinePlot {
             title: format!("{name}: PFC frames received, all links"),
@@ -274,9 +285,9 @@ fn plot_run(dir: &Path, name: &str, series: &RunSeries, warnings: &mut Vec<Strin
             series: vec![Series {
                 name: "PFC frames".into(),
                 points: series
-                    .pauses
+                    .signals
                     .iter()
-                    .map(|&(t, frames, _)| (t as f64 / 1e6, frames as f64))
+                    .map(|g| (g.time_ns as f64 / 1e6, g.pfc_frames as f64))
                     .collect(),
             }],
             ..LinePlot::default()

@@ -208,10 +208,25 @@ pub struct RunSeries {
     /// Rate samples: (time ns, flow id, goodput bps over the window,
     /// controller rate bps).
     pub rates: Vec<(u64, usize, f64, u64)>,
-    /// (time ns, PFC frames so far, paused ns so far) over the fabric.
-    pub pauses: Vec<(u64, u64, u64)>,
+    /// Congestion signals so far, over the whole fabric, every rate
+    /// sample.
+    pub signals: Vec<Signals>,
     /// Every flow's outcome, by id.
     pub flows: Vec<FlowResult>,
+}
+
+/// Congestion signals counted over the whole fabric up to `time_ns`.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Signals {
+    pub time_ns: u64,
+    /// Frames the switches marked CE.
+    pub ecn_marked: u64,
+    /// CNPs the notification points sent, and the reaction points took.
+    pub cnp_sent: u64,
+    pub cnp_handled: u64,
+    /// PFC frames received, and paused time (every link and priority).
+    pub pfc_frames: u64,
+    pub paused_ns: u64,
 }
 
 /// A flow while the run goes.
@@ -739,8 +754,27 @@ impl<'a> LabRun<'a> {
                 .rates
                 .push((t.as_nanos(), f.spec.id, d as f64 * 8.0 / secs, rate));
         }
-        let (frames, paused) = self.pause_totals();
-        self.series.pauses.push((t.as_nanos(), frames, paused));
+        let (pfc_frames, paused_ns) = self.pause_totals();
+        let mut cnp_sent = 0;
+        let mut cnp_handled = 0;
+        for h in &self.net.hosts {
+            let c = h.dev.counters();
+            cnp_sent += c.np_cnp_sent;
+            cnp_handled += c.rp_cnp_handled;
+        }
+        let ecn_marked = self
+            .ports
+            .iter()
+            .map(|p| self.net.fabric.link_counters(p.egress).ecn_marked)
+            .sum();
+        self.series.signals.push(Signals {
+            time_ns: t.as_nanos(),
+            ecn_marked,
+            cnp_sent,
+            cnp_handled,
+            pfc_frames,
+            paused_ns,
+        });
     }
 
     fn pause_totals(&self) -> (u64, u64) {
