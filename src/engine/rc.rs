@@ -170,6 +170,10 @@ pub struct SimNet {
     /// heap (entries that no longer match `timer_of` are stale).
     timer_of: Vec<Option<Instant>>,
     timers: BinaryHeap<Reverse<(Instant, usize)>>,
+    /// The [`SimNet::pump_active`] call in which a host's timer last
+    /// pumped it, and the number of calls so far.
+    timer_call: Vec<u64>,
+    calls: u64,
     woken: Vec<HostId>,
 }
 
@@ -309,6 +313,8 @@ impl SimNet {
             listed: Vec::new(),
             timer_of: Vec::new(),
             timers: BinaryHeap::new(),
+            timer_call: Vec::new(),
+            calls: 1,
             woken: Vec::new(),
         }
     }
@@ -337,17 +343,28 @@ impl SimNet {
                 }
             }
             self.woken.clear();
+            // A timer due now pumps its host once per call: one that a
+            // pump leaves due (nothing could move) waits for the next.
+            let mut held = Vec::new();
             while let Some(&Reverse((t, h))) = self.timers.peek() {
                 if t > now {
                     break;
                 }
                 self.timers.pop();
-                if self.timer_of[h] == Some(t) {
+                if self.timer_of[h] != Some(t) {
+                    continue;
+                }
+                if self.timer_call[h] == self.calls {
+                    held.push(Reverse((t, h)));
+                } else {
+                    self.timer_call[h] = self.calls;
                     self.timer_of[h] = None;
                     self.touch(h);
                 }
             }
+            self.timers.extend(held);
             if self.active.is_empty() {
+                self.calls += 1;
                 return moved;
             }
             let mut list = std::mem::take(&mut self.active);
@@ -415,6 +432,7 @@ impl SimNet {
         self.by_fabric[host.index()] = i;
         self.listed.push(false);
         self.timer_of.push(None);
+        self.timer_call.push(0);
         self.touch(i);
         Ok(i)
     }

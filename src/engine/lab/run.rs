@@ -846,6 +846,7 @@ impl<'a> LabRun<'a> {
         let mut end_done = false;
         let mut stopped = None;
         let mut drained = false;
+        let mut same_instant = 0u64;
         loop {
             let now = self.net.fabric.now();
             while let Some(ev) = link_events.next_if(|e| Instant::from_nanos(e.at_ns) <= now) {
@@ -918,6 +919,20 @@ impl<'a> LabRun<'a> {
             if t > limit {
                 stopped = Some("drain limit reached".to_string());
                 break;
+            }
+            // A timer that stays due while nothing moves would hold time
+            // still: stop rather than spin.
+            if t <= now {
+                same_instant += 1;
+                if same_instant > 1_000_000 {
+                    stopped = Some(format!(
+                        "time does not advance at {}",
+                        Duration::from_nanos(now.as_nanos())
+                    ));
+                    break;
+                }
+            } else {
+                same_instant = 0;
             }
             self.net.fabric.advance_to(t.max(now));
         }
