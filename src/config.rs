@@ -29,15 +29,12 @@ use std::path::Path;
 /// Why a config cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read {path}: {source}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
-    #[error("{path}: {source}")]
+    #[error("cannot read {path}: {error}")]
+    Read { path: String, error: std::io::Error },
+    #[error("{path}: {error}")]
     Parse {
         path: String,
-        source: Box<toml::de::Error>,
+        error: Box<toml::de::Error>,
     },
     #[error("{path}: {msg}")]
     Invalid { path: String, msg: String },
@@ -156,9 +153,9 @@ fn rate_control(s: &str) -> Result<crate::cc::CcConfig, String> {
 /// The text of the file at `path` and its name for errors.
 fn read_text(path: &Path) -> Result<(String, String), ConfigError> {
     let p = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+    let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
         path: p.clone(),
-        source,
+        error,
     })?;
     Ok((text, p))
 }
@@ -332,7 +329,7 @@ impl Config {
     pub fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
         let cfg: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
             path: origin.to_string(),
-            source: Box::new(e),
+            error: Box::new(e),
         })?;
         cfg.check().map_err(|msg| ConfigError::Invalid {
             path: origin.to_string(),
@@ -451,7 +448,7 @@ impl CcConfig {
 
         let parse_error = |e: toml::de::Error| ConfigError::Parse {
             path: origin.to_string(),
-            source: Box::new(e),
+            error: Box::new(e),
         };
         let invalid = |msg: String| ConfigError::Invalid {
             path: origin.to_string(),

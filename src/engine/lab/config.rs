@@ -168,16 +168,13 @@ pub const MAX_SAMPLES: u64 = 2_000_000;
 /// Why an experiment description cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum LabConfigError {
-    #[error("cannot read {path}: {source}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
+    #[error("cannot read {path}: {error}")]
+    Read { path: String, error: std::io::Error },
     /// Not TOML, or not of the schema (the message has the line).
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Parse {
         path: String,
-        source: Box<toml::de::Error>,
+        error: Box<toml::de::Error>,
     },
     /// A value out of range or inconsistent with another; `key` is its
     /// dotted path, `run` the run whose settings it is when the file has
@@ -1297,7 +1294,7 @@ fn rate_control(s: &str, dir: &Path) -> Result<CcConfig, KeyError> {
 fn parse_error(origin: &str, e: toml::de::Error) -> LabConfigError {
     LabConfigError::Parse {
         path: origin.to_string(),
-        source: Box::new(e),
+        error: Box::new(e),
     }
 }
 
@@ -1359,9 +1356,9 @@ impl LabFile {
     /// from its folder).
     pub fn load(path: &Path) -> Result<LabFile, LabConfigError> {
         let p = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| LabConfigError::Read {
+        let text = std::fs::read_to_string(path).map_err(|error| LabConfigError::Read {
             path: p.clone(),
-            source,
+            error,
         })?;
         let dir = path.parent().unwrap_or(Path::new("."));
         LabFile::parse(&text, &p, dir)
