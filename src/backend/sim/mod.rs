@@ -114,7 +114,7 @@
 //!   way). Where there are several, a hash of the frame's flow key picks
 //!   one (ECMP): for UDP over IPv4 or IPv6 (RoCE v2), the source and
 //!   destination addresses and UDP ports, so that QPs spread by their UDP
-//!   source port (IBTA A17.5.1); for other frames, the two MACs. The hash
+//!   source port (IBTA A17 §17.3.2.1, §17.9.4); for other frames, the two MACs. The hash
 //!   is salted per switch from the fabric's seed, so tiers choose
 //!   independently; a flow always takes the same path;
 //! - a broadcast or multicast frame (group bit set) is flooded to every

@@ -16,7 +16,7 @@
 //! one by a hash of the frame's flow key (equal-cost multi-path): for UDP
 //! over IPv4 or IPv6, the source and destination addresses and ports, so
 //! that RoCE v2 traffic spreads by its UDP source port, which a sender
-//! varies per QP for this purpose (IBTA A17.5.1); for any other frame, its
+//! varies per QP for this purpose (IBTA A17 §17.3.2.1, §17.9.4); for any other frame, its
 //! destination and source MACs. Each switch seeds the hash with its own
 //! salt, derived from the fabric's seed and its index, so that the choices
 //! of consecutive tiers are independent (no polarisation), and the same
