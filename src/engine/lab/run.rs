@@ -324,13 +324,16 @@ fn switch_config(r: &Resolved) -> SimSwitch {
     }
 }
 
-fn peer_name(topo: &TopologySpec, peer: sim::Endpoint, switch_of: &[SwitchId]) -> String {
-    match peer {
+/// An endpoint in the topology's names: a host, or a switch (with
+/// `:port` when `port` is set). The run adds the switches in topology
+/// order to a fresh fabric, so a sim switch's index is its topology index.
+fn endpoint_name(topo: &TopologySpec, e: sim::Endpoint, port: bool) -> String {
+    match e {
         sim::Endpoint::Host(h) => topo.hosts[h.index()].name.clone(),
-        sim::Endpoint::Switch { switch, .. } => switch_of
-            .iter()
-            .position(|&s| s == switch)
-            .map_or_else(|| switch.to_string(), |i| topo.switches[i].name.clone()),
+        sim::Endpoint::Switch { switch, port: p } if port => {
+            format!("{}:{p}", topo.switches[switch.index()].name)
+        }
+        sim::Endpoint::Switch { switch, .. } => topo.switches[switch.index()].name.clone(),
     }
 }
 
@@ -401,7 +404,7 @@ impl<'a> LabRun<'a> {
                         "{}:{}->{}",
                         topo.switches[si].name,
                         p.port,
-                        peer_name(topo, p.peer, &switch_of)
+                        endpoint_name(topo, p.peer, false)
                     ),
                     switch: si,
                     port: p.port,
@@ -1150,12 +1153,10 @@ impl<'a> LabRun<'a> {
     fn channel_name(&self, ch: ChannelId) -> String {
         let topo = &self.r.topology;
         let (from, to) = self.net.fabric.channel_ends(ch);
-        let name = |e: sim::Endpoint| match e {
-            sim::Endpoint::Host(h) => topo.hosts[h.index()].name.clone(),
-            sim::Endpoint::Switch { switch, port } => {
-                format!("{}:{port}", topo.switches[switch.index()].name)
-            }
-        };
-        format!("{}->{}", name(from), name(to))
+        format!(
+            "{}->{}",
+            endpoint_name(topo, from, true),
+            endpoint_name(topo, to, true)
+        )
     }
 }
