@@ -38,6 +38,7 @@ pub mod path;
 pub mod qp;
 pub mod requester;
 pub mod responder;
+mod timers;
 pub mod vlan;
 pub mod wr;
 
@@ -53,13 +54,13 @@ use crate::cc::{CcCounters, CcState, Pacer, RateController, TraceRecord};
 use crate::time::{Duration, Instant};
 use crate::wire::{self, Ecn, Frame, IpRepr, MacAddr, Psn, Transport};
 use completer::{Outcome, RxEnv};
-use core::cell::Cell;
 use core::net::IpAddr;
 use mr::KeyMap;
 use path::Path;
 use requester::{Requester, SendWqe, TxEnv, TxOutcome};
 use responder::{RecvWqe, RespEnv, Responder, Verdict};
 use std::collections::VecDeque;
+use timers::TimerQueue;
 
 /// What a verb refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -248,6 +249,23 @@ struct Qp {
     pacer: Pacer,
     /// Paced output waits for [`Pacer::release_at`].
     paced_wait: bool,
+    /// The deadline this QP holds in the device's [`TimerQueue`].
+    armed: Option<Instant>,
+}
+
+/// When a QP next needs [`Device::handle_timeout`]: its ACK timer or RNR
+/// wait while it sends (RTS, SQD); and, while paced output is held back,
+/// its pacer's release at today's rate or its controller's next timer,
+/// which may raise the rate.
+fn qp_deadline(q: &Qp) -> Option<Instant> {
+    let sending = matches!(q.state, QpState::Rts | QpState::Sqd);
+    let timers = [q.req.timer, q.req.rnr_until].map(|t| t.filter(|_| sending));
+    let pacers = if q.paced_wait {
+        [q.pacer.release_at(q.cc.rate_bps()), q.cc.next_rate_change()]
+    } else {
+        [None, None]
+    };
+    timers.into_iter().chain(pacers).flatten().min()
 }
 
 /// The local ACK timeout of attribute `t` (IBTA §9.7.6.1.3: 4.096 µs x
@@ -365,11 +383,11 @@ pub struct Device {
     gone: QpCounters,
     events: VecDeque<Event>,
     backlogged: bool,
-    /// [`Device::poll_timeout`] as last computed, or `None` when stale:
-    /// every method that can move a QP's timer, pacer or rate marks it so.
-    /// Drivers ask for it after every event, most often of a device that
-    /// nothing happened to; it spares them a walk over every QP.
-    deadline: Cell<Option<Option<Instant>>>,
+    /// Every QP's next deadline. Each method that acts on a QP re-arms
+    /// that QP ([`Device::rearm`]), so [`Device::poll_timeout`], which
+    /// drivers ask after every event, is a peek rather than a walk over
+    /// every QP.
+    timers: TimerQueue,
 }
 
 impl Device {
@@ -396,7 +414,7 @@ impl Device {
             gone: QpCounters::default(),
             events: VecDeque::new(),
             backlogged: false,
-            deadline: Cell::new(None),
+            timers: TimerQueue::default(),
         })
     }
 
@@ -592,9 +610,10 @@ impl Device {
                 cc: self.new_rate_controller(),
                 pacer: Pacer::default(),
                 paced_wait: false,
+                armed: None,
             },
         );
-        self.deadline.set(None);
+        self.rearm(qpn);
         Ok(qpn)
     }
 
@@ -606,10 +625,10 @@ impl Device {
     }
 
     pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), Error> {
-        self.deadline.set(None);
         let qp = self.qps.remove(&qpn).ok_or(Error::NoSuchQp)?;
         self.gone.add(&qp.counters);
         self.ready.retain(|&q| q != qpn);
+        self.prune_timers();
         Ok(())
     }
 
@@ -621,7 +640,12 @@ impl Device {
     /// Changes a QP's state and attributes (`ibv_modify_qp`); see
     /// [`qp::check_transition`] for what each transition takes.
     pub fn modify_qp(&mut self, qpn: u32, attr: &QpAttr, mask: AttrMask) -> Result<(), Error> {
-        self.deadline.set(None);
+        let r = self.apply_modify(qpn, attr, mask);
+        self.rearm(qpn);
+        r
+    }
+
+    fn apply_modify(&mut self, qpn: u32, attr: &QpAttr, mask: AttrMask) -> Result<(), Error> {
         let lim = qp::Limits {
             max_rd_atomic: self.cfg.max_qp_rd_atom,
             pkeys: self.cfg.pkeys.len(),
@@ -723,7 +747,12 @@ impl Device {
     /// Posts a send work request (`ibv_post_send`). In ERR it completes at
     /// once with a flush error.
     pub fn post_send(&mut self, qpn: u32, wr: SendWr) -> Result<(), Error> {
-        self.deadline.set(None);
+        let r = self.queue_send(qpn, wr);
+        self.rearm(qpn);
+        r
+    }
+
+    fn queue_send(&mut self, qpn: u32, wr: SendWr) -> Result<(), Error> {
         let qp = self.qps.get_mut(&qpn).ok_or(Error::NoSuchQp)?;
         match qp.state {
             QpState::Rts | QpState::Sqd | QpState::Err => {}
@@ -785,7 +814,12 @@ impl Device {
 
     /// Posts a receive work request (`ibv_post_recv`).
     pub fn post_recv(&mut self, qpn: u32, wr: RecvWr) -> Result<(), Error> {
-        self.deadline.set(None);
+        let r = self.queue_recv(qpn, wr);
+        self.rearm(qpn);
+        r
+    }
+
+    fn queue_recv(&mut self, qpn: u32, wr: RecvWr) -> Result<(), Error> {
         let qp = self.qps.get_mut(&qpn).ok_or(Error::NoSuchQp)?;
         if qp.state == QpState::Reset {
             return Err(Error::WrongState(QpState::Reset));
@@ -826,7 +860,6 @@ impl Device {
 
     /// Handles one received frame.
     pub fn handle(&mut self, now: Instant, frame: &[u8]) {
-        self.deadline.set(None);
         self.rx.frames += 1;
         let f = match Frame::parse(frame) {
             Ok(f) => f,
@@ -852,20 +885,28 @@ impl Device {
             self.rx.wrong_destination += 1;
             return;
         }
+        // What follows acts on the addressed QP only.
+        let qpn = f.dest_qp();
+        self.deliver(now, &f);
+        self.rearm(qpn);
+    }
+
+    /// A frame that passed the device's checks goes to the QP it names.
+    fn deliver(&mut self, now: Instant, f: &Frame<'_>) {
         if f.info.transport == Transport::Cnp {
             self.rx.cnp_received += 1;
-            self.on_cnp(now, &f);
+            self.on_cnp(now, f);
             return;
         }
         if f.info.transport != Transport::Rc {
             self.rx.unsupported_transport += 1;
             return;
         }
-        let Some(qp) = Self::addressed_qp(&mut self.qps, &mut self.rx, &self.cfg.pkeys, &f) else {
+        let Some(qp) = Self::addressed_qp(&mut self.qps, &mut self.rx, &self.cfg.pkeys, f) else {
             return;
         };
         qp.counters.rcvd_pkts += 1;
-        if ip.ecn() == Ecn::Ce {
+        if f.ip().ecn() == Ecn::Ce {
             qp.counters.np_ecn_marked_roce_packets += 1;
             let pkey = f.bth_view().pkey();
             qp.np.on_marked(&self.cfg.congestion.np, now, pkey);
@@ -887,7 +928,7 @@ impl Device {
                 sink: &mut sink,
                 counters: &mut qp.counters,
             };
-            match qp.resp.on_request(&mut env, &f) {
+            match qp.resp.on_request(&mut env, f) {
                 Verdict::Fatal(code) => Some(nak_status(code)),
                 _ => None,
             }
@@ -896,7 +937,7 @@ impl Device {
             None
         } else {
             let (req, mut env) = qp.completer(&mut self.mrs, &mut self.cqs, now);
-            match req.on_response(&mut env, &f) {
+            match req.on_response(&mut env, f) {
                 Outcome::Fatal(s) => Some(s),
                 Outcome::Ok => None,
             }
@@ -997,9 +1038,6 @@ impl Device {
     /// of it fires or its state changes, and leaves it when it has nothing
     /// to send; the ready ones take turns, a packet each.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
-        if !self.ready.is_empty() {
-            self.deadline.set(None);
-        }
         while let Some(qpn) = self.ready.pop_front() {
             let Some(qp) = self.qps.get_mut(&qpn) else {
                 continue;
@@ -1014,12 +1052,13 @@ impl Device {
                 buf,
             );
             self.backlogged |= !qp.backlog.is_empty();
-            match sent {
-                Some(len) => {
-                    self.ready.push_back(qpn);
-                    return Some(len);
-                }
-                None => qp.ready = false,
+            if sent.is_none() {
+                qp.ready = false;
+            }
+            self.rearm(qpn);
+            if let Some(len) = sent {
+                self.ready.push_back(qpn);
+                return Some(len);
             }
         }
         None
@@ -1132,33 +1171,35 @@ impl Device {
 
     /// When [`Device::handle_timeout`] must next be called.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        if let Some(d) = self.deadline.get() {
-            return d;
-        }
-        let d = self.earliest_timer();
-        self.deadline.set(Some(d));
-        d
+        let next = self.timers.next();
+        debug_assert_eq!(
+            next,
+            self.qps.values().filter_map(qp_deadline).min(),
+            "a QP's deadline moved without a re-arm"
+        );
+        next
     }
 
-    fn earliest_timer(&self) -> Option<Instant> {
-        let timers = self
-            .qps
-            .values()
-            .filter(|q| matches!(q.state, QpState::Rts | QpState::Sqd))
-            .flat_map(|q| [q.req.timer, q.req.rnr_until]);
-        // A held-back packet waits for its pacer at today's rate, or for
-        // the controller's next timer, which may raise the rate.
-        let pacers = self
-            .qps
-            .values()
-            .filter(|q| q.paced_wait)
-            .flat_map(|q| [q.pacer.release_at(q.cc.rate_bps()), q.cc.next_rate_change()]);
-        timers.chain(pacers).flatten().min()
+    /// Re-arms `qpn`'s deadline after something was done to it.
+    fn rearm(&mut self, qpn: u32) {
+        if let Some(qp) = self.qps.get_mut(&qpn) {
+            let due = qp_deadline(qp);
+            self.timers.arm(qpn, &mut qp.armed, due);
+        }
+        self.prune_timers();
+    }
+
+    fn prune_timers(&mut self) {
+        let qps = &self.qps;
+        self.timers.prune(
+            |q| qps.get(&q).and_then(|qp| qp.armed),
+            qps.len(),
+            || qps.values().filter_map(|qp| qp.armed.map(|t| (qp.qpn, t))),
+        );
     }
 
     /// Runs the timers due at `now`.
     pub fn handle_timeout(&mut self, now: Instant) {
-        self.deadline.set(None);
         for qp in self.qps.values_mut() {
             if qp.paced_wait {
                 qp.cc.advance(now);
@@ -1192,6 +1233,11 @@ impl Device {
             }
             self.backlogged |= !qp.backlog.is_empty();
         }
+        for qp in self.qps.values_mut() {
+            let due = qp_deadline(qp);
+            self.timers.arm(qp.qpn, &mut qp.armed, due);
+        }
+        self.prune_timers();
     }
 
     pub fn poll_event(&mut self) -> Option<Event> {
