@@ -6,10 +6,14 @@ use super::{Backend, Burst, FrameBuf};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
-/// A heap frame buffer with a fixed capacity.
+/// A heap frame buffer with a fixed capacity. Its bytes past the frame
+/// stay initialised when it shrinks, so a buffer used again (the
+/// simulator recycles them) grows back without zero-filling.
 #[derive(Debug, Clone)]
 pub struct VecBuf {
+    /// Initialised storage: the frame is `bytes[..len]`.
     bytes: Vec<u8>,
+    len: usize,
     cap: usize,
 }
 
@@ -17,28 +21,44 @@ impl VecBuf {
     pub fn with_capacity(cap: usize) -> Self {
         VecBuf {
             bytes: Vec::with_capacity(cap),
+            len: 0,
             cap,
         }
+    }
+
+    /// The largest frame it holds.
+    pub fn capacity(&self) -> usize {
+        self.cap
+    }
+
+    /// Empties the buffer for another frame.
+    pub fn clear(&mut self) {
+        self.len = 0;
     }
 }
 
 impl FrameBuf for VecBuf {
     fn data(&self) -> &[u8] {
-        &self.bytes
+        &self.bytes[..self.len]
     }
     fn data_mut(&mut self) -> &mut [u8] {
-        &mut self.bytes
+        &mut self.bytes[..self.len]
     }
+    /// The appended bytes are zero in a new buffer and whatever they held
+    /// last in a reused one, as in a DPDK mbuf.
     fn append(&mut self, len: usize) -> Option<&mut [u8]> {
-        let start = self.bytes.len();
+        let start = self.len;
         if start + len > self.cap {
             return None;
         }
-        self.bytes.resize(start + len, 0);
-        Some(&mut self.bytes[start..])
+        if self.bytes.len() < start + len {
+            self.bytes.resize(start + len, 0);
+        }
+        self.len = start + len;
+        Some(&mut self.bytes[start..self.len])
     }
     fn truncate(&mut self, len: usize) {
-        self.bytes.truncate(len);
+        self.len = self.len.min(len);
     }
 }
 

@@ -643,7 +643,13 @@ pub struct Fabric {
     /// Hosts something happened to since [`Fabric::take_woken`]: a frame
     /// arrived, or a frame left their link (room in the NIC's ring).
     woken: Vec<HostId>,
+    /// Frame buffers the hosts are done with, for [`SimPort::alloc`]: no
+    /// allocation per frame, as with an mbuf pool.
+    spare: Vec<VecBuf>,
 }
+
+/// How many used frame buffers the fabric keeps for reuse.
+const SPARE_BUFFERS: usize = 1024;
 
 impl Fabric {
     /// An empty fabric at time zero whose faults all follow from `seed`.
@@ -658,6 +664,7 @@ impl Fabric {
             deadlock: deadlock::DeadlockDetector::default(),
             routes: Routes::new(seed),
             events_done: 0,
+            spare: Vec::new(),
             woken: Vec::new(),
         }
     }
@@ -1511,9 +1518,26 @@ impl Backend for SimPort<'_> {
         n
     }
 
-    /// A buffer of [`FRAME_CAPACITY`] bytes; never `None`.
+    /// A buffer of [`FRAME_CAPACITY`] bytes, one the hosts freed if there
+    /// is one; never `None`.
     fn alloc(&mut self) -> Option<VecBuf> {
-        Some(VecBuf::with_capacity(FRAME_CAPACITY))
+        Some(match self.fabric.spare.pop() {
+            Some(mut b) => {
+                b.clear();
+                b
+            }
+            None => VecBuf::with_capacity(FRAME_CAPACITY),
+        })
+    }
+
+    /// Keeps the buffers for [`SimPort::alloc`] (up to a bound).
+    fn free_burst(&mut self, frames: &mut Burst<VecBuf>) {
+        let spare = &mut self.fabric.spare;
+        for b in frames.drain(..) {
+            if spare.len() < SPARE_BUFFERS && b.capacity() >= FRAME_CAPACITY {
+                spare.push(b);
+            }
+        }
     }
 
     /// One frame while the host's link holds less than its transmit ring
