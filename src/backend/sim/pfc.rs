@@ -9,7 +9,11 @@
 //! egress link has been serialised, both in the switch's shared buffer and
 //! in a counter per (ingress port, priority). A lossy priority's frame is
 //! dropped when the shared buffer ([`SwitchConfig::shared_buffer`]) has no
-//! room for it ([`SwitchCounters::dropped_shared_buffer`]) or by the egress
+//! room for it ([`SwitchCounters::dropped_shared_buffer`]), unless its
+//! (ingress port, priority) holds less than that priority's guaranteed
+//! minimum ([`SwitchConfig::reserved`], as a switch reserves a little
+//! buffer per port and priority group so that, say, CNPs still pass a
+//! buffer full of lossless data), or by the egress
 //! link's drop-tail limit ([`LinkConfig::queue_bytes`],
 //! [`LinkCounters::dropped_queue`]). A PFC priority's frame is never
 //! dropped by either (it counts in the shared buffer but may take it past
@@ -232,6 +236,11 @@ pub struct SwitchConfig {
     pub strict: u8,
     /// Bytes the whole switch buffers; `None`: unbounded.
     pub shared_buffer: Option<usize>,
+    /// Bytes per (ingress port, lossy priority) admitted even when the
+    /// shared buffer is full, indexed by priority; they count in the
+    /// shared buffer all the same, which may so go past its size by at
+    /// most their sum over the ports.
+    pub reserved: [usize; PRIORITIES],
     /// PFC on some priorities; `None`: every priority is lossy.
     pub pfc: Option<PfcConfig>,
 }
@@ -246,6 +255,7 @@ impl Default for SwitchConfig {
             dscp_to_priority: DEFAULT_DSCP_TO_PRIORITY,
             strict: 0,
             shared_buffer: None,
+            reserved: [0; PRIORITIES],
             pfc: None,
         }
     }
@@ -389,7 +399,9 @@ impl Fabric {
                 }
             }
             None => {
-                if let Some(cap) = sw.cfg.shared_buffer {
+                let held = sw.buffer.port(in_port).ingress[usize::from(p)];
+                let guaranteed = held + len <= sw.cfg.reserved[usize::from(p)];
+                if let Some(cap) = sw.cfg.shared_buffer.filter(|_| !guaranteed) {
                     if sw.buffer.used + len > cap {
                         sw.counters.dropped_shared_buffer += 1;
                         return;

@@ -44,6 +44,8 @@
 //! [switch]
 //! # buffer_kb = 3200             # shared buffer per switch; absent: unbounded
 //! port_buffer_kb = 0             # drop-tail cap per egress port of a lossy class; 0: none
+//! reserved_kb = [0, 0, 0, 0, 0, 0, 0, 0]  # per priority: guaranteed per ingress port
+//! #                              #   even when the shared buffer is full (lossy ones)
 //! strict_priorities = [6, 7]     # served before the others (CNPs use priority 6)
 //! [switch.ecn]                   # RED on the data priority's queues; absent: no marking
 //! enabled = true
@@ -478,6 +480,9 @@ pub struct SwitchConfig {
     pub buffer_kb: Option<f64>,
     /// Drop-tail cap per egress port for lossy classes; 0: none.
     pub port_buffer_kb: f64,
+    /// Per priority: bytes per ingress port admitted even when the shared
+    /// buffer is full (lossy priorities).
+    pub reserved_kb: [f64; 8],
     /// Priorities served strictly before the others.
     pub strict_priorities: Vec<u8>,
     /// RED marking on the data priority's queues; absent: none.
@@ -491,6 +496,7 @@ impl Default for SwitchConfig {
         SwitchConfig {
             buffer_kb: None,
             port_buffer_kb: 0.0,
+            reserved_kb: [0.0; 8],
             strict_priorities: vec![6, 7],
             ecn: None,
             pfc: None,
@@ -769,6 +775,8 @@ pub struct SwitchParams {
     pub buffer_bytes: Option<u64>,
     /// Drop-tail cap per egress port for lossy classes; `None`: none.
     pub port_buffer_bytes: Option<u64>,
+    /// Per priority: bytes per ingress port admitted past a full buffer.
+    pub reserved_bytes: [u64; 8],
     pub strict_priorities: Vec<u8>,
     /// ECN marking; `None`: none.
     pub red: Option<RedConfig>,
@@ -1106,6 +1114,10 @@ impl SwitchConfig {
                 ));
             }
         }
+        let mut reserved_bytes = [0; 8];
+        for (out, &v) in reserved_bytes.iter_mut().zip(&self.reserved_kb) {
+            *out = kb("switch.reserved_kb", v)?;
+        }
         let strict_priorities = priorities("switch.strict_priorities", &self.strict_priorities)?;
         let red = match &self.ecn {
             Some(e) if e.enabled => {
@@ -1199,6 +1211,7 @@ impl SwitchConfig {
         Ok(SwitchParams {
             buffer_bytes,
             port_buffer_bytes,
+            reserved_bytes,
             strict_priorities,
             red,
             pfc,

@@ -312,6 +312,7 @@ fn switch_config(r: &Resolved) -> SimSwitch {
     let mask = |ps: &[u8]| ps.iter().fold(0u8, |m, &p| m | 1 << p);
     SimSwitch {
         shared_buffer: s.buffer_bytes.map(|b| b as usize),
+        reserved: s.reserved_bytes.map(|b| b as usize),
         strict: mask(&s.strict_priorities),
         pfc: s.pfc.as_ref().map(|p| SimPfc {
             priorities: mask(&p.priorities),

@@ -513,6 +513,12 @@ fn bad_values_are_named_with_their_key_and_file() {
             "above switch.buffer_kb",
         ),
         (
+            "switch.reserved_kb",
+            "[0, 0, 0, 0, 0, 0, -8, 0]",
+            "switch.reserved_kb",
+            "outside 0..=",
+        ),
+        (
             "switch.strict_priorities",
             "[8]",
             "switch.strict_priorities",
