@@ -97,6 +97,12 @@ fn a_incast_dcqcn_bounds_the_queue_none_drops_pfc_alone_queues_per_sender() {
         if n >= 8 {
             assert!(q2(&none) > 0.9 * BUFFER, "{none}");
             assert!(f(&none, "drops") > 0.0, "{none}");
+            // Data frames (priority 3), every one.
+            assert_eq!(
+                none["drops_by_priority"][3].as_f64(),
+                Some(f(&none, "drops")),
+                "{none}"
+            );
         }
         // DCQCN on the lossy fabric holds the steady queue below Kmax up
         // to 16:1 (beyond, the ConnectX defaults do not hold it: see the

@@ -413,6 +413,10 @@ pub struct SwitchCounters {
     /// Frames of PFC priorities refused beyond XOFF + headroom
     /// ([`PfcConfig::headroom`]: too little headroom).
     pub dropped_headroom: u64,
+    /// Frames this switch's buffers refused (the shared buffer, headroom,
+    /// or an egress port's drop-tail cap), by priority: which traffic
+    /// class lost them, CNPs (6) or data (3), say.
+    pub buffer_drops_by_priority: [u64; 8],
     /// Times an ingress (port, priority) rose above XOFF and paused its
     /// peer.
     pub xoff_events: u64,

@@ -395,6 +395,7 @@ impl Fabric {
                 let limit = pfc.xoff.saturating_add(pfc.headroom);
                 if sw.buffer.port(in_port).ingress[usize::from(p)] + len > limit {
                     sw.counters.dropped_headroom += 1;
+                    sw.counters.buffer_drops_by_priority[usize::from(p)] += 1;
                     return;
                 }
             }
@@ -404,12 +405,15 @@ impl Fabric {
                 if let Some(cap) = sw.cfg.shared_buffer.filter(|_| !guaranteed) {
                     if sw.buffer.used + len > cap {
                         sw.counters.dropped_shared_buffer += 1;
+                        sw.counters.buffer_drops_by_priority[usize::from(p)] += 1;
                         return;
                     }
                 }
             }
         }
         if !self.enqueue_class(ch, frame, p, pfc.is_none(), Some(in_port as u32)) {
+            let sw = &mut self.switches[switch.index()];
+            sw.counters.buffer_drops_by_priority[usize::from(p)] += 1;
             return;
         }
         let sw = &mut self.switches[switch.index()];

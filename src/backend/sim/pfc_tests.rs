@@ -945,6 +945,10 @@ fn a_reserve_per_port_and_priority_lets_cnps_through_a_full_buffer() {
     assert!(c.max_buffer_bytes > 60_000, "{c}");
     assert!(c.dropped_shared_buffer > 0, "{c}");
     assert_eq!(back as u64 + c.dropped_shared_buffer, 200);
+    // All of them priority 6.
+    let mut by_priority = [0; 8];
+    by_priority[6] = c.dropped_shared_buffer;
+    assert_eq!(c.buffer_drops_by_priority, by_priority);
     // Two frames' worth reserved for (receiver's port, priority 6): all
     // of them pass, and the lossless data is no worse off.
     let (back, c) = return_traffic(200);

@@ -184,6 +184,9 @@ pub struct RunSummary {
     pub drops_egress: u64,
     pub drops_link_down: u64,
     pub drops_no_route: u64,
+    /// The buffer drops (shared buffer, headroom, egress drop-tail) by
+    /// priority: data (3) or CNPs (6), say.
+    pub drops_by_priority: [u64; 8],
     pub pfc_frames: u64,
     /// Paused time summed over every link direction and priority.
     pub paused_ns: u64,
@@ -1052,8 +1055,12 @@ impl<'a> LabRun<'a> {
             egress += c.dropped_queue;
             down += c.dropped_down;
         }
+        let mut by_priority = [0u64; 8];
         for &s in &self.switch_of {
             let c = fabric.switch_counters(s);
+            for (sum, n) in by_priority.iter_mut().zip(c.buffer_drops_by_priority) {
+                *sum += n;
+            }
             shared += c.dropped_shared_buffer;
             headroom += c.dropped_headroom;
             no_route += c.dropped_no_route;
@@ -1108,6 +1115,7 @@ impl<'a> LabRun<'a> {
             drops_egress: egress,
             drops_link_down: down,
             drops_no_route: no_route,
+            drops_by_priority: by_priority,
             pfc_frames,
             paused_ns,
             paused_links,
