@@ -8,7 +8,8 @@
 //! into packets ([`requester`]), a completer that turns responses into
 //! completions and retries ([`completer`]) and a responder that executes
 //! requests and answers them ([`responder`]); [`counters`] says what each
-//! saw.
+//! saw. The device keeps every QP's next deadline in a timer heap
+//! (`timers`), re-armed for each QP it acts on.
 //!
 //! # Driving a device
 //!
