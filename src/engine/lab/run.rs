@@ -4,7 +4,7 @@
 //!
 //! # What runs
 //!
-//! Every host is a [`Device`] with the run's rate control, ECN and CNP
+//! Every host is a [`Device`](crate::transport::Device) with the run's rate control, ECN and CNP
 //! settings, behind a NIC that holds two frames ready for its wire (the
 //! rest waits in the QPs, where the pacer is). Every switch has the run's
 //! shared buffer, strict priorities, RED marking on its egress queues and,

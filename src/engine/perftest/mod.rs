@@ -9,7 +9,7 @@
 //! - setup: version (we announce 6.06), page size and cache line (each
 //!   side takes the larger), MTU (the smaller), then one keys message per
 //!   QP and barriers of QP 0's keys, in the order of each tool's `main`
-//!   ([`Test::sequence`]);
+//!   (`Test::sequence`);
 //! - one region for all QPs, `2 x N` slots of `max(size, page)` bytes:
 //!   slot `i` is QP `i`'s local buffer, slot `N + i` the one it publishes
 //!   (its `vaddr`) for the peer's WRITEs, READs and atomics;
