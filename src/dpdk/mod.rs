@@ -21,6 +21,8 @@
 //! carries a `// SAFETY:` line.
 
 #![allow(unsafe_code)]
+// Without the `dpdk` feature the types these docs link to do not exist.
+#![cfg_attr(not(feature = "dpdk"), allow(rustdoc::broken_intra_doc_links))]
 
 pub mod options;
 pub use options::{

@@ -28,7 +28,7 @@
 //! comes first; the report says when the limit cut a run short.
 //!
 //! The workloads are generic over the backend and the clock, so the tests
-//! run them over the loopback and UDP backends without DPDK; [`run`] (with
+//! run them over the loopback and UDP backends without DPDK; `run` (with
 //! the `dpdk` feature) is the command's whole job.
 
 use super::rc::{connect_qp, pump_with, ConnectParams};
