@@ -26,16 +26,35 @@ use serde::Deserialize;
 use std::net::Ipv4Addr;
 use std::path::Path;
 
-/// Why a config cannot be used.
+/// Why a TOML file (a config, a rate-control parameter set, a lab
+/// experiment) cannot be read.
 #[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
+pub enum FileError {
     #[error("cannot read {path}: {error}")]
     Read { path: String, error: std::io::Error },
+    /// Not TOML, or not of the schema (the message has the line).
     #[error("{path}: {error}")]
     Parse {
         path: String,
         error: Box<toml::de::Error>,
     },
+}
+
+impl FileError {
+    /// A parse error of the text that `origin` names.
+    pub fn parse(origin: &str, error: toml::de::Error) -> FileError {
+        FileError::Parse {
+            path: origin.to_string(),
+            error: Box::new(error),
+        }
+    }
+}
+
+/// Why a config cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error(transparent)]
+    File(#[from] FileError),
     #[error("{path}: {msg}")]
     Invalid { path: String, msg: String },
 }
@@ -151,9 +170,9 @@ fn rate_control(s: &str) -> Result<crate::cc::CcConfig, String> {
 }
 
 /// The text of the file at `path` and its name for errors.
-fn read_text(path: &Path) -> Result<(String, String), ConfigError> {
+pub fn read_text(path: &Path) -> Result<(String, String), FileError> {
     let p = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
+    let text = std::fs::read_to_string(path).map_err(|error| FileError::Read {
         path: p.clone(),
         error,
     })?;
@@ -327,10 +346,7 @@ impl Config {
 
     /// Parses and checks a config; `origin` names it in errors.
     pub fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
-        let cfg: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
-            path: origin.to_string(),
-            error: Box::new(e),
-        })?;
+        let cfg: Config = toml::from_str(text).map_err(|e| FileError::parse(origin, e))?;
         cfg.check().map_err(|msg| ConfigError::Invalid {
             path: origin.to_string(),
             msg,
@@ -446,10 +462,7 @@ impl CcConfig {
         #[serde(deny_unknown_fields)]
         struct NoParams {}
 
-        let parse_error = |e: toml::de::Error| ConfigError::Parse {
-            path: origin.to_string(),
-            error: Box::new(e),
-        };
+        let parse_error = |e: toml::de::Error| FileError::parse(origin, e);
         let invalid = |msg: String| ConfigError::Invalid {
             path: origin.to_string(),
             msg,

@@ -131,6 +131,7 @@
 
 use crate::backend::sim::RedConfig;
 use crate::cc::CcConfig;
+use crate::config::{read_text, FileError};
 use crate::engine::incast::{default_cnp_interval, default_red, MAX_MESSAGE, MAX_WINDOW};
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
@@ -170,14 +171,8 @@ pub const MAX_SAMPLES: u64 = 2_000_000;
 /// Why an experiment description cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum LabConfigError {
-    #[error("cannot read {path}: {error}")]
-    Read { path: String, error: std::io::Error },
-    /// Not TOML, or not of the schema (the message has the line).
-    #[error("{path}: {error}")]
-    Parse {
-        path: String,
-        error: Box<toml::de::Error>,
-    },
+    #[error(transparent)]
+    File(#[from] FileError),
     /// A value out of range or inconsistent with another; `key` is its
     /// dotted path, `run` the run whose settings it is when the file has
     /// variants or a sweep.
@@ -1305,10 +1300,7 @@ fn rate_control(s: &str, dir: &Path) -> Result<CcConfig, KeyError> {
 }
 
 fn parse_error(origin: &str, e: toml::de::Error) -> LabConfigError {
-    LabConfigError::Parse {
-        path: origin.to_string(),
-        error: Box::new(e),
-    }
+    FileError::parse(origin, e).into()
 }
 
 /// An experiment file: the experiment as written, its variants and its
@@ -1368,11 +1360,7 @@ impl LabFile {
     /// Reads the experiment file at `path` (relative paths in it start
     /// from its folder).
     pub fn load(path: &Path) -> Result<LabFile, LabConfigError> {
-        let p = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|error| LabConfigError::Read {
-            path: p.clone(),
-            error,
-        })?;
+        let (text, p) = read_text(path)?;
         let dir = path.parent().unwrap_or(Path::new("."));
         LabFile::parse(&text, &p, dir)
     }
