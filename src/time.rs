@@ -1,5 +1,7 @@
 //! Time for the whole crate: an [`Instant`] and a [`Duration`], both plain
-//! nanosecond counts, and the [`Clock`] trait that backends implement.
+//! nanosecond counts, the [`Clock`] trait that backends implement, and a
+//! heap of deadlines by key ([`DeadlineHeap`]) for the drivers of many
+//! timers (a device's QPs, a simulated fabric's hosts).
 //!
 //! The transport core never reads a clock: it is handed an `Instant`. The
 //! engine reads the real clock (the TSC under DPDK), the simulator its virtual
@@ -8,6 +10,9 @@
 
 use core::fmt;
 use core::ops::{Add, AddAssign, Sub};
+
+mod deadlines;
+pub use deadlines::DeadlineHeap;
 
 /// A point in time, in nanoseconds since an arbitrary epoch of its clock.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]

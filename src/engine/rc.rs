@@ -6,12 +6,10 @@
 
 use crate::backend::sim::{Fabric, HostId, Link, LinkConfig, SimError, SwitchId};
 use crate::backend::{Backend, Burst, FrameBuf};
-use crate::time::{Duration, Instant};
+use crate::time::{DeadlineHeap, Duration, Instant};
 use crate::transport::{AddressVector, AttrMask, Device, DeviceConfig, Mtu, QpAttr, QpState};
 use crate::wire::MacAddr;
 use core::net::IpAddr;
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 
 /// Room for the largest frame the transport writes: path MTU 4096 plus
 /// Ethernet with a VLAN tag (18), IPv6 (40), UDP (8), BTH (12), the
@@ -167,9 +165,9 @@ pub struct SimNet {
     active: Vec<usize>,
     listed: Vec<bool>,
     /// Each host's next device timer as last seen, and those times in a
-    /// heap (entries that no longer match `timer_of` are stale).
+    /// heap.
     timer_of: Vec<Option<Instant>>,
-    timers: BinaryHeap<Reverse<(Instant, usize)>>,
+    timers: DeadlineHeap<usize>,
     /// The [`SimNet::pump_active`] call in which a host's timer last
     /// pumped it, and the number of calls so far.
     timer_call: Vec<u64>,
@@ -312,7 +310,7 @@ impl SimNet {
             active: Vec::new(),
             listed: Vec::new(),
             timer_of: Vec::new(),
-            timers: BinaryHeap::new(),
+            timers: DeadlineHeap::default(),
             timer_call: Vec::new(),
             calls: 1,
             woken: Vec::new(),
@@ -346,23 +344,22 @@ impl SimNet {
             // A timer due now pumps its host once per call: one that a
             // pump leaves due (nothing could move) waits for the next.
             let mut held = Vec::new();
-            while let Some(&Reverse((t, h))) = self.timers.peek() {
-                if t > now {
-                    break;
-                }
-                self.timers.pop();
+            while let Some((h, t)) = self.timers.pop_due(now) {
                 if self.timer_of[h] != Some(t) {
                     continue;
                 }
                 if self.timer_call[h] == self.calls {
-                    held.push(Reverse((t, h)));
+                    held.push((h, t));
                 } else {
                     self.timer_call[h] = self.calls;
                     self.timer_of[h] = None;
                     self.touch(h);
                 }
             }
-            self.timers.extend(held);
+            for (h, t) in held {
+                self.timer_of[h] = None;
+                self.timers.arm(h, &mut self.timer_of[h], Some(t));
+            }
             if self.active.is_empty() {
                 self.calls += 1;
                 return moved;
@@ -381,12 +378,7 @@ impl SimNet {
                 );
                 moved += st.rx + st.tx;
                 let t = host.dev.poll_timeout();
-                if t != self.timer_of[h] {
-                    self.timer_of[h] = t;
-                    if let Some(t) = t {
-                        self.timers.push(Reverse((t, h)));
-                    }
-                }
+                self.timers.arm(h, &mut self.timer_of[h], t);
                 if !seen[h] {
                     seen[h] = true;
                     pumped.push(h);
@@ -402,13 +394,18 @@ impl SimNet {
     /// The next instant anything happens (a frame event or a device
     /// timer), for a driver of [`SimNet::pump_active`].
     pub fn next_time_active(&mut self) -> Option<Instant> {
-        while let Some(&Reverse((t, h))) = self.timers.peek() {
-            if self.timer_of[h] == Some(t) {
-                break;
-            }
-            self.timers.pop();
-        }
-        let dev = self.timers.peek().map(|Reverse((t, _))| *t);
+        let timer_of = &self.timer_of;
+        self.timers.prune(
+            |h| timer_of[h],
+            timer_of.len(),
+            || {
+                timer_of
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(h, t)| t.map(|t| (h, t)))
+            },
+        );
+        let dev = self.timers.next();
         match (self.fabric.next_event(), dev) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),

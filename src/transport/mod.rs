@@ -8,8 +8,8 @@
 //! into packets ([`requester`]), a completer that turns responses into
 //! completions and retries ([`completer`]) and a responder that executes
 //! requests and answers them ([`responder`]); [`counters`] says what each
-//! saw. The device keeps every QP's next deadline in a timer heap
-//! (`timers`), re-armed for each QP it acts on.
+//! saw. The device keeps every QP's next deadline in a
+//! [`DeadlineHeap`], re-armed for each QP it acts on.
 //!
 //! # Driving a device
 //!
@@ -39,7 +39,6 @@ pub mod path;
 pub mod qp;
 pub mod requester;
 pub mod responder;
-mod timers;
 pub mod vlan;
 pub mod wr;
 
@@ -52,7 +51,7 @@ pub use vlan::Vlan;
 pub use wr::{Payload, RecvWr, SendOp, SendWr, Sge, Wc, WcOpcode, WcStatus};
 
 use crate::cc::{CcCounters, CcState, Pacer, RateController, TraceRecord};
-use crate::time::{Duration, Instant};
+use crate::time::{DeadlineHeap, Duration, Instant};
 use crate::wire::{self, Ecn, Frame, IpRepr, MacAddr, Psn, Transport};
 use completer::{Outcome, RxEnv};
 use core::net::IpAddr;
@@ -61,7 +60,6 @@ use path::Path;
 use requester::{Requester, SendWqe, TxEnv, TxOutcome};
 use responder::{RecvWqe, RespEnv, Responder, Verdict};
 use std::collections::VecDeque;
-use timers::TimerQueue;
 
 /// What a verb refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -250,7 +248,7 @@ struct Qp {
     pacer: Pacer,
     /// Paced output waits for [`Pacer::release_at`].
     paced_wait: bool,
-    /// The deadline this QP holds in the device's [`TimerQueue`].
+    /// The deadline this QP holds in the device's timer heap.
     armed: Option<Instant>,
 }
 
@@ -388,7 +386,7 @@ pub struct Device {
     /// that QP ([`Device::rearm`]), so [`Device::poll_timeout`], which
     /// drivers ask after every event, is a peek rather than a walk over
     /// every QP.
-    timers: TimerQueue,
+    timers: DeadlineHeap<u32>,
 }
 
 impl Device {
@@ -415,7 +413,7 @@ impl Device {
             gone: QpCounters::default(),
             events: VecDeque::new(),
             backlogged: false,
-            timers: TimerQueue::default(),
+            timers: DeadlineHeap::default(),
         })
     }
 
