@@ -5,7 +5,7 @@
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use ferroce::config::{self, Config};
 use ferroce::dpdk;
-use ferroce::engine::datapath::Datapath;
+use ferroce::tools::port::ports::Datapath;
 use std::time::Instant;
 
 fn io(c: &mut Criterion) {
@@ -31,7 +31,7 @@ fn io(c: &mut Criterion) {
         g.bench_function(format!("port_layer_{len}B"), |b| {
             b.iter_custom(|iters| {
                 let t = Instant::now();
-                ferroce::engine::io_loop_with(&mut qa, &mut qb, len, iters, |_, out, n| {
+                ferroce::backend::poll::io_loop_with(&mut qa, &mut qb, len, iters, |_, out, n| {
                     pool.alloc_bulk(out, n);
                 });
                 t.elapsed()

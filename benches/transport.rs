@@ -16,8 +16,9 @@
 //!   a copy of its payload.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use ferroce::engine::rc::{connect_qp, ConnectParams, MAX_FRAME};
+use ferroce::host::pump::MAX_FRAME;
 use ferroce::time::Instant;
+use ferroce::transport::connect::{connect_qp, ConnectParams};
 use ferroce::transport::*;
 use ferroce::wire::opcode::Op;
 use ferroce::wire::{BthRepr, Frame, FrameRepr, IpRepr, MacAddr, Opcode, Psn};

@@ -11,19 +11,23 @@
 //!   pacer;
 //! - [`pcap`]: capture files, classic pcap and pcapng read, classic pcap
 //!   written;
-//! - [`decode`]: what `ferroce decode` says of each captured frame;
-//! - [`oob`]: the out-of-band TCP messages of rdma-core's and perftest's
-//!   tools;
 //! - [`transport`]: the reliable-connected transport as a sans-IO state
-//!   machine (QPs, memory regions, requester, responder, completer);
-//! - [`backend`]: the `Backend` trait the engine drives, and backends that
-//!   need no DPDK, the simulated fabric among them;
+//!   machine (QPs, memory regions, requester, responder, completer, the
+//!   connect steps);
+//! - [`backend`]: the `Backend` trait, the poll loop, backends that need no
+//!   DPDK, and the simulated fabric;
 //! - [`dpdk`]: the DPDK layer and all FFI (feature `dpdk`);
-//! - [`engine`]: the poll loop, probe frames, the link test, and the glue
-//!   that runs transport devices over a backend or the simulator;
+//! - [`host`]: one port, sans IO: a transport device with its neighbour
+//!   table, and the pump that moves frames between it and a backend;
+//! - [`verbs`]: the application API, run to completion or on datapath
+//!   threads;
+//! - [`sim`]: the transport on the simulated fabric: `ferroce sim`, incast,
+//!   the lab;
+//! - [`tools`]: the user-facing tools and benchmarks;
 //! - [`config`]: TOML configuration.
 //!
-//! The module rules (who may import whom) are in DESIGN.md and checked by
+//! The module rules (who may import whom) are in `ARCHITECTURE.md` and
+//! checked by
 //! `tests/layering.rs`.
 
 #![deny(unsafe_code)]
@@ -31,12 +35,12 @@
 pub mod backend;
 pub mod cc;
 pub mod config;
-pub mod decode;
 pub mod dpdk;
-pub mod engine;
-pub mod oob;
+pub mod host;
 pub mod pcap;
+pub mod sim;
 pub mod time;
+pub mod tools;
 pub mod transport;
 pub mod verbs;
 pub mod wire;

@@ -1,4 +1,4 @@
-//! The incast runner (`ferroce::engine::incast`) end to end at 100 Gb/s
+//! The incast runner (`ferroce::sim::incast`) end to end at 100 Gb/s
 //! for 20 ms of virtual time: without congestion control the senders'
 //! windows overflow the bottleneck's buffer (the queue sits at the buffer
 //! and the switch drops at the tail), which is the contrast DCQCN must
@@ -6,7 +6,7 @@
 //! set) are fair, fill the link and keep the queue low.
 
 use ferroce::cc::CcConfig;
-use ferroce::engine::incast::{self, parse_cc, IncastConfig, IncastResult};
+use ferroce::sim::incast::{self, parse_cc, IncastConfig, IncastResult};
 use ferroce::time::Duration;
 
 const R: u64 = 100_000_000_000;

@@ -27,11 +27,12 @@ mod common;
 
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use ferroce::backend::{loopback, Burst};
-use ferroce::engine::host::Host;
-use ferroce::engine::neigh::{Lookup, NeighConfig, Neighbours};
-use ferroce::engine::rc::{connect_qp, pump, ConnectParams, MAX_FRAME};
+use ferroce::host::neigh::{Lookup, NeighConfig, Neighbours};
+use ferroce::host::pump::{pump, MAX_FRAME};
+use ferroce::host::Host;
 use ferroce::pcap;
 use ferroce::time::{Duration as VDuration, Instant};
+use ferroce::transport::connect::{connect_qp, ConnectParams};
 use ferroce::transport::*;
 use ferroce::wire::{
     ArpRepr, EthernetFrame, Frame, IpRepr, MacAddr, NaFlags, NdpFrame, NdpRepr, VlanTag,

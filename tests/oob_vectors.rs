@@ -1,10 +1,10 @@
 //! Every out-of-band TCP message the Linux tools sent in the captures of
 //! `tests/vectors/` (rdma-core's ibv_*_pingpong and perftest 4.5, port
-//! 18515) reads with `ferroce::oob` and is written back byte for byte.
+//! 18515) reads with `ferroce::tools::oob` and is written back byte for byte.
 
 use etherparse::{SlicedPacket, TransportSlice};
-use ferroce::oob::{perftest, pingpong};
 use ferroce::pcap;
+use ferroce::tools::oob::{perftest, pingpong};
 use std::path::Path;
 
 /// The TCP payloads to or from port 18515 of a capture, in order.

@@ -19,9 +19,10 @@ use std::cell::Cell;
 use std::collections::VecDeque;
 use std::rc::Rc;
 
-use ferroce::backend::sim::LinkConfig;
-use ferroce::engine::rc::{ConnectParams, SimNet};
+use ferroce::backend::fabric::LinkConfig;
+use ferroce::sim::net::SimNet;
 use ferroce::time::{Duration, Instant};
+use ferroce::transport::connect::ConnectParams;
 use ferroce::transport::*;
 use ferroce::wire::ext::rnr_timer_ns;
 use ferroce::wire::frame::seal;

@@ -823,8 +823,9 @@ fn the_icrc_oracle_agrees_with_rxe() {
 /// must decode as what our parser says it is.
 #[test]
 fn the_transports_own_frames_decode_in_tshark() {
-    use ferroce::engine::rc::{connect_qp, ConnectParams, MAX_FRAME};
+    use ferroce::host::pump::MAX_FRAME;
     use ferroce::time::{Duration as VDuration, Instant};
+    use ferroce::transport::connect::{connect_qp, ConnectParams};
     use ferroce::transport::*;
     use ferroce::wire::MacAddr;
 

@@ -4,15 +4,16 @@
 //!
 //! A backend is one (port, queue) pair: a DPDK port queue (`crate::dpdk`), an
 //! in-process loopback ([`loopback`]), a host of the deterministic network
-//! simulator ([`sim`]), and a kernel UDP socket ([`udp`]). Frames are owned
+//! simulator ([`fabric`]), and a kernel UDP socket ([`udp`]). Frames are owned
 //! buffers: a received frame is the caller's until it drops it (DPDK: back
 //! to the mempool) or hands it back to `tx_burst` (zero-copy forwarding).
 
 #![deny(unsafe_code)]
 
 pub mod capture;
+pub mod fabric;
 pub mod loopback;
-pub mod sim;
+pub mod poll;
 pub mod udp;
 
 /// Frames per burst: DPDK's customary 32.

@@ -1,5 +1,5 @@
 //! The baseline for `ferroce bench io`: the same rx+tx loop as
-//! [`crate::engine::io_loop`], written straight against the C shim with raw
+//! [`crate::backend::poll::io_loop`], written straight against the C shim with raw
 //! pointers, so the cost of the safe layer can be measured in the same run.
 
 use super::ffi;

@@ -33,6 +33,7 @@
 
 pub mod completer;
 pub mod congestion;
+pub mod connect;
 pub mod counters;
 pub mod mr;
 pub mod path;

@@ -48,15 +48,17 @@
 #![deny(unsafe_code)]
 
 use crate::backend::{Backend, Burst};
-use crate::engine::host::Host;
-pub use crate::engine::lcore::{self, AppContext, Datapath};
-use crate::engine::neigh::{Lookup, NeighConfig};
-pub use crate::engine::rc::ConnectParams;
-use crate::engine::rc::{connect_steps, pump_with, PumpStats};
+use crate::host::Host;
+pub mod lcore;
+use crate::host::neigh::{Lookup, NeighConfig};
+use crate::host::pump::{pump_with, PumpStats};
 use crate::time::{Clock, Duration, Instant};
+use crate::transport::connect::connect_steps;
+pub use crate::transport::connect::ConnectParams;
 use crate::transport::{self, CqId, Device, DeviceConfig, MrKeys, MrSpec, PdId, QpConfig};
 use crate::wire::MacAddr;
 use core::net::IpAddr;
+pub use lcore::{AppContext, Datapath};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 pub use crate::transport::mr::RegionMemory;
@@ -216,7 +218,7 @@ pub struct ContextConfig {
     /// ECN, CNPs and rate control.
     pub congestion: crate::transport::CongestionConfig,
     /// Where region memory comes from (hugepages on a DPDK port, see
-    /// `crate::engine::memory`).
+    /// `crate::tools::port::memory`).
     pub region_alloc: RegionAlloc,
     /// How long [`Context::modify_qp`] waits for ARP to resolve a peer.
     pub resolve_timeout: Duration,
@@ -229,7 +231,7 @@ impl ContextConfig {
         ContextConfig {
             mac,
             gids: vec![ip.to_canonical()],
-            max_frame: crate::engine::rc::MAX_FRAME,
+            max_frame: crate::host::pump::MAX_FRAME,
             neigh: NeighConfig::default(),
             static_neigh: Vec::new(),
             qp: QpConfig::default(),
@@ -341,7 +343,7 @@ impl<B: Backend> Context<B> {
             .ok_or(Error::NoSuchGid(index))?;
         Ok(GidEntry {
             index,
-            gid: crate::oob::gid_of(ip),
+            gid: crate::tools::oob::gid_of(ip),
             ip,
             gid_type: GidType::RoceV2,
         })
@@ -664,7 +666,7 @@ impl<B: Backend> Context<B> {
     }
 
     /// The neighbour table's counters.
-    pub fn neigh_counters(&self) -> &crate::engine::neigh::NeighCounters {
+    pub fn neigh_counters(&self) -> &crate::host::neigh::NeighCounters {
         self.host.neigh.counters()
     }
 
@@ -689,7 +691,7 @@ impl<B: Backend> Context<B> {
     }
 }
 
-// ----- for the threaded engine (`crate::engine::lcore`) -----
+// ----- for the threaded engine (`crate::verbs::lcore`) -----
 //
 // It runs verbs on a datapath thread for application threads: it routes a
 // handle by its context and names it there by a crate-private copy that

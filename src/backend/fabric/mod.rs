@@ -1,0 +1,1583 @@
+//! A deterministic network simulator: hosts, full-duplex links and
+//! store-and-forward switches in virtual time (nanoseconds), with seeded
+//! faults. Each host is a [`Backend`] ([`SimPort`]), so the code that runs
+//! over a DPDK port runs here unchanged.
+//!
+//! This module owns the topology (hosts, switches, links), the switches'
+//! forwarding (shortest-path routes, flooding), the virtual clock, the
+//! event calendar, the one seeded [`Rng`], the fault model, the per-link
+//! and per-host counters, and an optional pcap capture per host. Its
+//! submodules own the routes (`route`), the eight priority queues of each
+//! egress and their scheduler (`sched`), ECN marking (`ecn`), switch
+//! buffers and PFC (`pfc`), and PFC deadlock detection (`deadlock`). It
+//! knows frames as Ethernet bytes; it looks into one only as far as its
+//! 802.1Q tag and IP header (priority, ECN field), its UDP ports (to spread
+//! flows over equal paths) or a MAC control frame's fields, never at RoCE.
+//!
+//! # Call order
+//!
+//! 1. Build: [`Fabric::new`] with a seed, [`Fabric::add_host`],
+//!    [`Fabric::add_switch`], [`Fabric::connect`] (host to host),
+//!    [`Fabric::connect_to_switch`], [`Fabric::connect_switches`].
+//! 2. Transmit at [`Fabric::now`]: `fabric.port(h).tx_burst(..)` queues
+//!    frames on the host's link.
+//! 3. Advance: [`Fabric::advance_to`]`(t)` processes every event up to and
+//!    including `t` and sets the clock to `t`. A driver usually picks
+//!    `t` = the earlier of [`Fabric::next_event`] and its endpoints' own
+//!    timers.
+//! 4. Receive: `fabric.port(h).rx_burst(..)` returns the frames that have
+//!    arrived at `h` by now. Go to 2.
+//!
+//! ```
+//! use ferroce::backend::fabric::{Fabric, LinkConfig};
+//! use ferroce::backend::{Backend, Burst, FrameBuf};
+//! use ferroce::time::Instant;
+//! use ferroce::wire::MacAddr;
+//!
+//! let mut fabric = Fabric::new(1);
+//! let a = fabric.add_host(MacAddr([2, 0, 0, 0, 0, 1]));
+//! let b = fabric.add_host(MacAddr([2, 0, 0, 0, 0, 2]));
+//! fabric.connect(a, b, LinkConfig::default()).unwrap();
+//!
+//! let mut port = fabric.port(a);
+//! let mut frame = port.alloc().unwrap();
+//! frame.append(64).unwrap().fill(0xab);
+//! let mut burst = Burst::new();
+//! burst.push(frame);
+//! assert_eq!(port.tx_burst(&mut burst), 1);
+//!
+//! // 64 bytes at 100 Gb/s take 6 ns (5.12, rounded up), then 1 µs of delay.
+//! assert_eq!(fabric.next_event(), Some(Instant::from_nanos(6)));
+//! fabric.advance_to(Instant::from_nanos(1_006));
+//! let mut rx = Burst::new();
+//! assert_eq!(fabric.port(b).rx_burst(&mut rx), 1);
+//! ```
+//!
+//! # Timing
+//!
+//! Each direction of a link has an [`EgressQueue`] and serialises one frame
+//! at a time: a frame queued at `now` finishes serialising ("departs") at
+//! `max(now, end of the frame before it) + bytes * 8 / rate` (whole
+//! nanoseconds, rounded up; [`serialization_time`]), where "the frame
+//! before it" is the one the scheduler picked before it (one priority
+//! alone is a FIFO; see [Priorities](#priorities-and-pfc)), and arrives
+//! [`LinkConfig::delay`] after it departs. The frame length is the buffer's
+//! length: no preamble, inter-frame gap or FCS is added. A switch is
+//! store-and-forward with no processing delay: a frame that has fully
+//! arrived is queued at once on the egress link towards its destination,
+//! which serialises it again at its own rate.
+//!
+//! # Faults
+//!
+//! Decided when a frame departs, with the fabric's one [`Rng`], in this
+//! order (a probability of 0 draws nothing):
+//!
+//! 1. **loss** ([`LinkConfig::loss`]): the frame vanishes (it has still
+//!    used the wire's time); nothing more is drawn for it;
+//! 2. **corruption**: one bit at a random offset >= 14 (beyond the Ethernet
+//!    header, so a switch still forwards it) is flipped; a frame of 14 bytes
+//!    or fewer is left alone;
+//! 3. **duplication**: a copy (with the same corruption) arrives at the same
+//!    instant, right after the original;
+//! 4. **reordering**: the frame (and its copy) arrive later by a uniform
+//!    extra delay in (0, [`LinkConfig::reorder_delay`]], so frames sent after
+//!    it may overtake it.
+//!
+//! A queue with [`LinkConfig::queue_bytes`] refuses (drop-tail) a frame that
+//! would take the bytes waiting, the frame on the wire included, past the
+//! limit (a frame of exactly the room left is taken); at a switch, frames
+//! of PFC priorities are exempt ([`PfcConfig`]). [`SimPort::tx_burst`]
+//! always takes every frame: one tail-dropped at
+//! the host's own link counts as sent by the host and dropped by the
+//! network ([`LinkCounters::dropped_queue`]), as happens to a frame lost
+//! further on.
+//!
+//! # Topology
+//!
+//! A host has one port: it is connected once, to another host or to a
+//! switch, and a frame it sends with no link is dropped
+//! ([`HostCounters::dropped_no_link`]). Hosts are promiscuous (they receive
+//! every frame that reaches them) and their inbox is unbounded.
+//!
+//! Switches connect to hosts ([`Fabric::connect_to_switch`]) and to each
+//! other ([`Fabric::connect_switches`], parallel links allowed), each link
+//! on a new port; [`Fabric::switch_ports`] lists a switch's ports with
+//! their peers. No two hosts attached to switches share a MAC.
+//!
+//! A switch forwards by destination MAC, with no learning, along tables
+//! computed from the topology (rebuilt when it changes, before the next
+//! frame is forwarded, or at [`Fabric::build_routes`]):
+//!
+//! - a unicast frame for a host attached to a switch goes out by one of
+//!   the ports on a shortest path (fewest switch hops) to the host's switch
+//!   ([`Fabric::route_ports`]; [`Fabric::path`] traces a frame's whole
+//!   way). Where there are several, a hash of the frame's flow key picks
+//!   one (ECMP): for UDP over IPv4 or IPv6 (RoCE v2), the source and
+//!   destination addresses and UDP ports, so that QPs spread by their UDP
+//!   source port (IBTA A17 §17.3.2.1, §17.9.4); for other frames, the two MACs. The hash
+//!   is salted per switch from the fabric's seed, so tiers choose
+//!   independently; a flow always takes the same path;
+//! - a broadcast or multicast frame (group bit set) is flooded to every
+//!   host port and to the switch ports of one spanning tree of the switch
+//!   graph (breadth-first from the lowest-numbered switch of each connected
+//!   group), never back out of the port it came in by, so every host gets
+//!   one copy even where switches form loops;
+//! - an unknown unicast destination, or one on the host port the frame came
+//!   in by, is dropped ([`SwitchCounters::dropped_unknown`]), as is a frame
+//!   shorter than an Ethernet header. A frame may leave by the switch port
+//!   it came in by, as a routed frame may.
+//!
+//! [`Fabric::set_route`] overrides a switch's choice for one destination
+//! (ECMP among the ports given), until [`Fabric::clear_route`], whatever
+//! the links do meanwhile: asymmetric routes, or routes that bounce between
+//! tiers, for experiments. A static route that would let frames go round a
+//! loop is refused.
+//!
+//! # Link failures
+//!
+//! [`Fabric::set_link_up`] takes a link down (or [`Fabric::set_channel_up`]
+//! one direction). A direction that is down takes no new frame
+//! ([`LinkCounters::dropped_down`]) and drops those waiting in its queue
+//! (counted there too); the frame being serialised and those already on the
+//! wire arrive. Routes and the flooding tree are recomputed over what is
+//! still up; a unicast frame for a host a switch has no route to any more
+//! is dropped there ([`SwitchCounters::dropped_no_route`]).
+//!
+//! A MAC control frame (to 01-80-C2-00-00-01, EtherType 0x8808) is
+//! consumed by the MAC it reaches, host or switch port, and never delivered
+//! or forwarded.
+//!
+//! # Determinism
+//!
+//! Events sit in a binary heap keyed by (time, sequence number), so events
+//! at the same instant run in the order they were scheduled; all randomness
+//! comes from the one seeded generator, drawn in event order; nothing reads
+//! a real clock or iterates a hash map. The same seed, topology and calls
+//! give the same run, bit for bit.
+//!
+//! # ECN marking
+//!
+//! A link direction with [`LinkConfig::ecn`] (or, for one priority,
+//! [`LinkConfig::ecn_class`]) marks frames as they are queued, on the bytes
+//! already waiting in the frame's own priority queue
+//! ([`EgressQueue::class_bytes`], its frame on the wire included), or with
+//! [`RedConfig::at_dequeue`] as they leave, on the bytes of their priority
+//! still waiting, with RED's curve between Kmin and Kmax
+//! ([`RedConfig`]; RFC 3168, the DCQCN congestion point of reference C.1):
+//! an ECT(0) or ECT(1) IPv4 / IPv6 packet gets CE (the IPv4 checksum
+//! follows), Not-ECT and non-IP frames pass unmarked. The decision comes
+//! before the drop-tail check and is independent of it; a refused frame
+//! counts in [`LinkCounters::dropped_queue`] only, a marked one that is
+//! queued in [`LinkCounters::ecn_marked`]. The draw uses the fabric's
+//! [`Rng`] (see [`RedConfig::apply`] for when it draws).
+//!
+//! # Priorities and PFC
+//!
+//! Every egress queue holds eight priority queues: a frame's priority is
+//! its 802.1Q PCP, else its IP DSCP through a DSCP -> priority table (the
+//! switch's [`SwitchConfig::dscp_to_priority`]; hosts use
+//! [`DEFAULT_DSCP_TO_PRIORITY`], DSCP >> 3), else 0 ([`frame_priority`]).
+//! The scheduler serves a switch's [`SwitchConfig::strict`] priorities
+//! first, highest first, then the others by deficit round robin
+//! ([`EgressQueue`]); hosts' NICs schedule the same way with no strict
+//! priority. [`SwitchConfig::default`] behaves as a switch without
+//! priorities did: one unbounded buffer, no PFC, and frames of one
+//! priority in FIFO order.
+//!
+//! A switch accounts each frame in a shared buffer and per (ingress port,
+//! priority) until it has left, drops lossy frames when the buffer is full,
+//! and with [`SwitchConfig::pfc`] sends IEEE 802.1Qbb PFC frames
+//! ([`PfcFrame`]) that pause the upstream MAC's priorities (hosts obey
+//! them); see [`PfcConfig`] and the `pfc` submodule's docs for the rules,
+//! and [`Fabric::deadlocks`] for the cyclic buffer dependencies it finds.
+//! [`Fabric::set_paused`] pauses a whole queue by hand, PFC or not.
+//!
+//! # Capture
+//!
+//! [`Fabric::capture`] records every frame a host sends (when it hands it to
+//! `tx_burst`, before any fault) and receives (when it arrives, after any
+//! corruption) into a classic pcap [`pcap::Writer`], stamped with the
+//! virtual time in nanoseconds since the epoch of the capture file.
+
+#![deny(unsafe_code)]
+
+use std::cmp::Reverse;
+use std::collections::binary_heap::PeekMut;
+use std::collections::{BinaryHeap, VecDeque};
+use std::fmt;
+use std::io::Write;
+
+use crate::backend::loopback::VecBuf;
+use crate::backend::{Backend, Burst, FrameBuf};
+use crate::pcap::{self, PcapError};
+use crate::time::{Clock, Duration, Instant};
+use crate::wire::ethernet::HEADER_LEN as ETH_HEADER_LEN;
+use crate::wire::MacAddr;
+
+mod deadlock;
+mod ecn;
+mod link;
+mod pfc;
+#[cfg(test)]
+mod pfc_tests;
+mod rng;
+mod route;
+mod sched;
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod topo_tests;
+
+pub use deadlock::{DeadlockHop, DeadlockReport, DEFAULT_DEADLOCK_WINDOW};
+pub use ecn::{frame_ecn, EcnField, RedConfig};
+pub use link::{serialization_time, LinkConfig, LinkCounters};
+pub use pfc::{
+    is_mac_control, pause_duration, switch_port_mac, PfcConfig, PfcFrame, SwitchConfig,
+    ETHERTYPE_MAC_CONTROL, MAC_CONTROL_DST, OPCODE_PFC,
+};
+pub use rng::Rng;
+use route::{Decision, Routes};
+pub use sched::{frame_priority, EgressQueue, DEFAULT_DSCP_TO_PRIORITY, DRR_QUANTUM, PRIORITIES};
+
+/// The capacity of the buffers [`SimPort::alloc`] hands out: a jumbo frame.
+pub const FRAME_CAPACITY: usize = 9216;
+
+/// A host of a [`Fabric`] (an index into it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct HostId(usize);
+
+/// A switch of a [`Fabric`] (an index into it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SwitchId(usize);
+
+/// One direction of a link (an index into the [`Fabric`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ChannelId(usize);
+
+impl HostId {
+    pub fn index(self) -> usize {
+        self.0
+    }
+}
+
+impl SwitchId {
+    pub fn index(self) -> usize {
+        self.0
+    }
+}
+
+impl ChannelId {
+    pub fn index(self) -> usize {
+        self.0
+    }
+}
+
+impl fmt::Display for HostId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "host {}", self.0)
+    }
+}
+
+impl fmt::Display for SwitchId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "switch {}", self.0)
+    }
+}
+
+impl fmt::Display for ChannelId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "channel {}", self.0)
+    }
+}
+
+/// The two directions of a full-duplex link. For a link made by
+/// [`Fabric::connect_to_switch`], `a` is the host and `b` the switch; for
+/// one made by [`Fabric::connect_switches`], `a` and `b` are its arguments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Link {
+    pub a_to_b: ChannelId,
+    pub b_to_a: ChannelId,
+}
+
+/// Where a link direction starts or ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Endpoint {
+    Host(HostId),
+    /// A switch port (ports are numbered from 0 in connection order).
+    Switch {
+        switch: SwitchId,
+        port: usize,
+    },
+}
+
+/// Why a fabric cannot be built as asked.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SimError {
+    #[error("link config: {field} must be a probability in [0, 1], got {value}")]
+    InvalidProbability { field: &'static str, value: f64 },
+    #[error("link config: reorder > 0 needs a reorder_delay above zero")]
+    ReorderWithoutDelay,
+    #[error("link config: ECN marking needs kmin <= kmax, got kmin {kmin} B > kmax {kmax} B")]
+    RedThresholds { kmin: usize, kmax: usize },
+    #[error("{0} is not in this fabric")]
+    UnknownHost(HostId),
+    #[error("{0} is not in this fabric")]
+    UnknownSwitch(SwitchId),
+    #[error("{0} is not in this fabric")]
+    UnknownChannel(ChannelId),
+    #[error("{0} is already connected (a host has one port)")]
+    AlreadyConnected(HostId),
+    #[error("cannot connect {0} to itself")]
+    SelfLoop(HostId),
+    #[error("cannot connect {0} to itself")]
+    SwitchSelfLoop(SwitchId),
+    #[error("{0} has no link")]
+    NotConnected(HostId),
+    #[error("a frame for {mac} has no route at {switch}")]
+    NoRoute { switch: SwitchId, mac: MacAddr },
+    #[error("{switch} has no port {port}")]
+    UnknownPort { switch: SwitchId, port: usize },
+    #[error("{a_to_b} and {b_to_a} are not the two directions of one link")]
+    NotALink {
+        a_to_b: ChannelId,
+        b_to_a: ChannelId,
+    },
+    #[error("{0} is down")]
+    LinkDown(ChannelId),
+    #[error("frames for {dst} would loop through {switch}")]
+    RoutingLoop { switch: SwitchId, dst: HostId },
+    #[error("the frame has no unicast destination (shorter than an Ethernet header, or a group address)")]
+    NotUnicast,
+    #[error("{switch} already has a host with MAC {mac}")]
+    DuplicateMac { switch: SwitchId, mac: MacAddr },
+    #[error("link config: ECN marking of priority {priority}: kmin {kmin} B > kmax {kmax} B")]
+    ClassRedThresholds {
+        priority: u8,
+        kmin: usize,
+        kmax: usize,
+    },
+    #[error("switch config: DSCP {dscp} maps to priority {priority}; priorities are 0-7")]
+    DscpPriority { dscp: usize, priority: u8 },
+    #[error("PFC config: no priority is enabled (priorities mask 0)")]
+    PfcNoPriority,
+    #[error("PFC config: xon must be <= xoff, got xon {xon} B > xoff {xoff} B")]
+    PfcThresholds { xon: usize, xoff: usize },
+    #[error("PFC config: quanta must be above 0 (a pause of no time)")]
+    PfcQuantaZero,
+    #[error("deadlock detection window must be above zero (None turns detection off)")]
+    DeadlockWindowZero,
+}
+
+/// What a host sent and received.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct HostCounters {
+    /// Frames handed to `tx_burst` (all are taken).
+    pub tx_frames: u64,
+    pub tx_bytes: u64,
+    /// Frames that arrived in the host's inbox.
+    pub rx_frames: u64,
+    pub rx_bytes: u64,
+    /// Frames sent while the host had no link.
+    pub dropped_no_link: u64,
+}
+
+impl fmt::Display for HostCounters {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "tx {} frames {} B, rx {} frames {} B, dropped without a link {}",
+            self.tx_frames, self.tx_bytes, self.rx_frames, self.rx_bytes, self.dropped_no_link
+        )
+    }
+}
+
+/// What a switch did with the frames it received.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SwitchCounters {
+    /// Unicast frames queued on their destination's port.
+    pub forwarded: u64,
+    /// Broadcast or multicast frames copied to every other port (each
+    /// counts once).
+    pub flooded: u64,
+    /// Unicast frames for no known host, or for the host port they came
+    /// in by.
+    pub dropped_unknown: u64,
+    /// Unicast frames for a known host with no route from this switch (no
+    /// path over links that are up, or an empty static route).
+    pub dropped_no_route: u64,
+    /// Frames shorter than an Ethernet header.
+    pub dropped_runt: u64,
+    /// Frames of lossy priorities refused by a full shared buffer
+    /// ([`SwitchConfig::shared_buffer`]).
+    pub dropped_shared_buffer: u64,
+    /// Frames of PFC priorities refused beyond XOFF + headroom
+    /// ([`PfcConfig::headroom`]: too little headroom).
+    pub dropped_headroom: u64,
+    /// Frames this switch's buffers refused (the shared buffer, headroom,
+    /// or an egress port's drop-tail cap), by priority: which traffic
+    /// class lost them, CNPs (6) or data (3), say.
+    pub buffer_drops_by_priority: [u64; 8],
+    /// Times an ingress (port, priority) rose above XOFF and paused its
+    /// peer.
+    pub xoff_events: u64,
+    /// The most bytes the switch ever held.
+    pub max_buffer_bytes: u64,
+}
+
+impl fmt::Display for SwitchCounters {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "forwarded {}, flooded {}, dropped unknown {}, dropped without a route {}, \
+             dropped runt {}, dropped by the shared buffer {}, dropped beyond headroom {}, \
+             XOFF {}, max buffer {} B",
+            self.forwarded,
+            self.flooded,
+            self.dropped_unknown,
+            self.dropped_no_route,
+            self.dropped_runt,
+            self.dropped_shared_buffer,
+            self.dropped_headroom,
+            self.xoff_events,
+            self.max_buffer_bytes
+        )
+    }
+}
+
+/// A capture file behind a trait object, whatever it writes to.
+trait CaptureSink {
+    fn put(&mut self, ts_ns: u64, data: &[u8]) -> Result<(), PcapError>;
+    fn finish(&mut self) -> Result<(), PcapError>;
+    fn count(&self) -> u64;
+}
+
+impl<W: Write> CaptureSink for pcap::Writer<W> {
+    fn put(&mut self, ts_ns: u64, data: &[u8]) -> Result<(), PcapError> {
+        self.write(ts_ns, data)
+    }
+    fn finish(&mut self) -> Result<(), PcapError> {
+        self.flush()
+    }
+    fn count(&self) -> u64 {
+        self.records()
+    }
+}
+
+/// A host's capture: the file, and the first error writing it (after
+/// which nothing more is written).
+struct Capture {
+    sink: Box<dyn CaptureSink>,
+    error: Option<PcapError>,
+}
+
+impl Capture {
+    fn record(&mut self, now: Instant, data: &[u8]) {
+        if self.error.is_none() {
+            if let Err(e) = self.sink.put(now.as_nanos(), data) {
+                self.error = Some(e);
+            }
+        }
+    }
+}
+
+impl fmt::Debug for Capture {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Capture")
+            .field("records", &self.sink.count())
+            .field("error", &self.error)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Debug)]
+struct Host {
+    mac: MacAddr,
+    /// The host's outgoing link direction, once connected.
+    egress: Option<ChannelId>,
+    inbox: VecDeque<VecBuf>,
+    counters: HostCounters,
+    capture: Option<Capture>,
+    /// The NIC's transmit ring: `tx_burst` takes frames only while fewer
+    /// bytes than this wait on the host's link (`None`: always).
+    tx_ring_bytes: Option<usize>,
+    /// Listed among the woken hosts now.
+    woken: bool,
+}
+
+#[derive(Debug)]
+struct SwitchPort {
+    /// The far end: a host, or a port of another switch.
+    peer: Endpoint,
+    /// From the peer into this port.
+    ingress: ChannelId,
+    /// From this port to the peer.
+    egress: ChannelId,
+}
+
+/// One port of a switch, as [`Fabric::switch_ports`] lists it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PortInfo {
+    /// The port's number on its switch (from 0, in connection order).
+    pub port: usize,
+    /// The far end of its link: a host, or a port of another switch.
+    pub peer: Endpoint,
+    /// The link direction from the peer into this port.
+    pub ingress: ChannelId,
+    /// The link direction from this port to the peer.
+    pub egress: ChannelId,
+}
+
+#[derive(Debug, Default)]
+struct Switch {
+    ports: Vec<SwitchPort>,
+    counters: SwitchCounters,
+    cfg: SwitchConfig,
+    buffer: pfc::SwitchBuffer,
+}
+
+/// One direction of a link.
+#[derive(Debug)]
+struct Channel {
+    cfg: LinkConfig,
+    from: Endpoint,
+    to: Endpoint,
+    /// Takes new frames (see [`Fabric::set_link_up`]).
+    up: bool,
+    queue: EgressQueue,
+    counters: LinkCounters,
+}
+
+#[derive(Debug)]
+enum EventKind {
+    /// The head frame of the channel's queue has been serialised.
+    TxDone(ChannelId),
+    /// A frame reaches the far end of the channel.
+    Arrive(ChannelId, VecBuf),
+    /// A PFC pause of a priority of the channel's egress queue may end.
+    PauseExpire(ChannelId, u8),
+    /// A switch port's PFC pauses are due to be sent again.
+    PfcRefresh(SwitchId, usize),
+}
+
+#[derive(Debug)]
+struct Event {
+    at: Instant,
+    /// Unique and increasing: orders events at the same instant FIFO.
+    seq: u64,
+    kind: EventKind,
+}
+
+impl PartialEq for Event {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+
+impl Eq for Event {}
+
+impl PartialOrd for Event {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Event {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.at, self.seq).cmp(&(other.at, other.seq))
+    }
+}
+
+/// The pending events, earliest (then first scheduled) first.
+#[derive(Debug, Default)]
+struct Calendar {
+    heap: BinaryHeap<Reverse<Event>>,
+    next_seq: u64,
+}
+
+impl Calendar {
+    fn push(&mut self, at: Instant, kind: EventKind) {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.heap.push(Reverse(Event { at, seq, kind }));
+    }
+
+    fn peek_time(&self) -> Option<Instant> {
+        self.heap.peek().map(|Reverse(e)| e.at)
+    }
+
+    /// The earliest event if it is due by `t`.
+    fn pop_due(&mut self, t: Instant) -> Option<Event> {
+        let top = self.heap.peek_mut()?;
+        if top.0.at > t {
+            return None;
+        }
+        Some(PeekMut::pop(top).0)
+    }
+
+    /// Drops the earliest events while `stale` says they would do nothing.
+    fn drop_stale(&mut self, mut stale: impl FnMut(&EventKind, Instant) -> bool) {
+        while let Some(top) = self.heap.peek_mut() {
+            if !stale(&top.0.kind, top.0.at) {
+                break;
+            }
+            PeekMut::pop(top);
+        }
+    }
+}
+
+/// The simulated network: its topology, virtual clock, pending events and
+/// random generator. See the module docs for the call order.
+///
+/// Methods that build or change the fabric return [`SimError`] for an id
+/// that is not in it; the accessors and [`Fabric::port`] panic on one, as
+/// slice indexing does.
+#[derive(Debug)]
+pub struct Fabric {
+    now: Instant,
+    rng: Rng,
+    events: Calendar,
+    hosts: Vec<Host>,
+    switches: Vec<Switch>,
+    channels: Vec<Channel>,
+    deadlock: deadlock::DeadlockDetector,
+    /// The switches' forwarding tables, rebuilt when the topology changes.
+    routes: Routes,
+    /// Events processed so far.
+    events_done: u64,
+    /// Hosts something happened to since [`Fabric::take_woken`]: a frame
+    /// arrived, or a frame left their link (room in the NIC's ring).
+    woken: Vec<HostId>,
+    /// Frame buffers the hosts are done with, for [`SimPort::alloc`]: no
+    /// allocation per frame, as with an mbuf pool.
+    spare: Vec<VecBuf>,
+}
+
+/// How many used frame buffers the fabric keeps for reuse.
+const SPARE_BUFFERS: usize = 1024;
+
+impl Fabric {
+    /// An empty fabric at time zero whose faults all follow from `seed`.
+    pub fn new(seed: u64) -> Self {
+        Fabric {
+            now: Instant::ZERO,
+            rng: Rng::new(seed),
+            events: Calendar::default(),
+            hosts: Vec::new(),
+            switches: Vec::new(),
+            channels: Vec::new(),
+            deadlock: deadlock::DeadlockDetector::default(),
+            routes: Routes::new(seed),
+            events_done: 0,
+            spare: Vec::new(),
+            woken: Vec::new(),
+        }
+    }
+
+    /// The virtual time.
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+
+    /// A new, unconnected host with this MAC address.
+    pub fn add_host(&mut self, mac: MacAddr) -> HostId {
+        self.hosts.push(Host {
+            mac,
+            egress: None,
+            inbox: VecDeque::new(),
+            counters: HostCounters::default(),
+            capture: None,
+            tx_ring_bytes: None,
+            woken: false,
+        });
+        self.routes.invalidate();
+        HostId(self.hosts.len() - 1)
+    }
+
+    /// Gives the host a NIC that takes frames to send only while fewer
+    /// than `bytes` wait on its link, as a real NIC pulls the next packet
+    /// when its wire is free: `tx_burst` then leaves the rest with the
+    /// caller, which asks its transport for no more meanwhile. Without it
+    /// (`None`, the default) the host's link queue takes everything, and a
+    /// sender's whole window can sit there beyond the reach of its pacer.
+    pub fn set_tx_ring(&mut self, host: HostId, bytes: Option<usize>) {
+        self.hosts[host.0].tx_ring_bytes = bytes;
+    }
+
+    /// A new switch with no ports.
+    pub fn add_switch(&mut self) -> SwitchId {
+        self.switches.push(Switch::default());
+        self.routes.invalidate();
+        SwitchId(self.switches.len() - 1)
+    }
+
+    /// Connects two hosts back to back; each direction gets a copy of `cfg`.
+    pub fn connect(&mut self, a: HostId, b: HostId, cfg: LinkConfig) -> Result<Link, SimError> {
+        cfg.check()?;
+        self.unconnected_host(a)?;
+        self.unconnected_host(b)?;
+        if a == b {
+            return Err(SimError::SelfLoop(a));
+        }
+        let link = self.add_link(Endpoint::Host(a), Endpoint::Host(b), cfg);
+        self.hosts[a.0].egress = Some(link.a_to_b);
+        self.hosts[b.0].egress = Some(link.b_to_a);
+        Ok(link)
+    }
+
+    /// Connects a host to a new port of a switch, from which on every
+    /// switch routes frames for the host's MAC towards that port (see the
+    /// module docs). Both directions (`a_to_b`: host to switch) get a copy
+    /// of `cfg`. The MAC must be new among the hosts attached to switches.
+    pub fn connect_to_switch(
+        &mut self,
+        host: HostId,
+        switch: SwitchId,
+        cfg: LinkConfig,
+    ) -> Result<Link, SimError> {
+        cfg.check()?;
+        self.unconnected_host(host)?;
+        let sw = self
+            .switches
+            .get(switch.0)
+            .ok_or(SimError::UnknownSwitch(switch))?;
+        let port = sw.ports.len();
+        let mac = self.hosts[host.0].mac;
+        for (s, other) in self.switches.iter().enumerate() {
+            for p in &other.ports {
+                if matches!(p.peer, Endpoint::Host(h) if self.hosts[h.0].mac == mac) {
+                    return Err(SimError::DuplicateMac {
+                        switch: SwitchId(s),
+                        mac,
+                    });
+                }
+            }
+        }
+        let link = self.add_link(Endpoint::Host(host), Endpoint::Switch { switch, port }, cfg);
+        self.switches[switch.0].ports.push(SwitchPort {
+            peer: Endpoint::Host(host),
+            ingress: link.a_to_b,
+            egress: link.b_to_a,
+        });
+        self.hosts[host.0].egress = Some(link.a_to_b);
+        self.routes.invalidate();
+        Ok(link)
+    }
+
+    /// Connects two switches by a new port on each (`a_to_b`: from `a`'s
+    /// port to `b`'s); each direction gets a copy of `cfg`. Two switches
+    /// may have several links between them; a switch cannot be linked to
+    /// itself.
+    pub fn connect_switches(
+        &mut self,
+        a: SwitchId,
+        b: SwitchId,
+        cfg: LinkConfig,
+    ) -> Result<Link, SimError> {
+        cfg.check()?;
+        for s in [a, b] {
+            if s.0 >= self.switches.len() {
+                return Err(SimError::UnknownSwitch(s));
+            }
+        }
+        if a == b {
+            return Err(SimError::SwitchSelfLoop(a));
+        }
+        let pa = self.switches[a.0].ports.len();
+        let pb = self.switches[b.0].ports.len();
+        let end_a = Endpoint::Switch {
+            switch: a,
+            port: pa,
+        };
+        let end_b = Endpoint::Switch {
+            switch: b,
+            port: pb,
+        };
+        let link = self.add_link(end_a, end_b, cfg);
+        self.switches[a.0].ports.push(SwitchPort {
+            peer: end_b,
+            ingress: link.b_to_a,
+            egress: link.a_to_b,
+        });
+        self.switches[b.0].ports.push(SwitchPort {
+            peer: end_a,
+            ingress: link.a_to_b,
+            egress: link.b_to_a,
+        });
+        self.routes.invalidate();
+        Ok(link)
+    }
+
+    fn unconnected_host(&self, h: HostId) -> Result<(), SimError> {
+        match self.hosts.get(h.0) {
+            None => Err(SimError::UnknownHost(h)),
+            Some(host) if host.egress.is_some() => Err(SimError::AlreadyConnected(h)),
+            Some(_) => Ok(()),
+        }
+    }
+
+    fn add_link(&mut self, a: Endpoint, b: Endpoint, cfg: LinkConfig) -> Link {
+        let mut channel = |from, to| {
+            self.channels.push(Channel {
+                cfg,
+                from,
+                to,
+                up: true,
+                queue: EgressQueue::default(),
+                counters: LinkCounters::default(),
+            });
+            ChannelId(self.channels.len() - 1)
+        };
+        let a_to_b = channel(a, b);
+        let b_to_a = channel(b, a);
+        Link { a_to_b, b_to_a }
+    }
+
+    /// When the earliest pending event is due, if any.
+    pub fn next_event(&self) -> Option<Instant> {
+        self.events.peek_time()
+    }
+
+    /// Processes every event due by `t` (included), in time order, then sets
+    /// the clock to `t`. Frames that arrive at a host wait in its inbox for
+    /// `rx_burst`; frames that arrive at a switch are queued on their egress
+    /// links. The clock never goes back: a `t` before [`Fabric::now`] does
+    /// nothing.
+    pub fn advance_to(&mut self, t: Instant) {
+        while let Some(ev) = self.events.pop_due(t) {
+            self.now = self.now.max(ev.at);
+            self.events_done += 1;
+            match ev.kind {
+                EventKind::TxDone(ch) => self.tx_done(ch),
+                EventKind::Arrive(ch, frame) => self.arrive(ch, frame),
+                EventKind::PauseExpire(ch, p) => self.pause_expired(ch, p, ev.at),
+                EventKind::PfcRefresh(s, port) => self.pfc_refresh(s, port, ev.at),
+            }
+        }
+        self.now = self.now.max(t);
+        // An overtaken PFC timer is never the next event.
+        let mut events = std::mem::take(&mut self.events);
+        events.drop_stale(|kind, at| self.timer_is_stale(kind, at));
+        self.events = events;
+    }
+
+    /// Moves into `out` the hosts that something happened to since the
+    /// last call, each once, in the order it first happened: a frame
+    /// arrived in its inbox, or one left its link (so its NIC's ring has
+    /// room again). A driver that pumps only these hosts, and those whose
+    /// own timers are due, misses nothing.
+    pub fn take_woken(&mut self, out: &mut Vec<HostId>) {
+        for h in self.woken.drain(..) {
+            self.hosts[h.0].woken = false;
+            out.push(h);
+        }
+    }
+
+    fn wake(&mut self, host: HostId) {
+        let h = &mut self.hosts[host.0];
+        if !h.woken {
+            h.woken = true;
+            self.woken.push(host);
+        }
+    }
+
+    /// Events processed so far: frames finishing serialisation, frames
+    /// arriving, PFC timers. What a run's events per second count.
+    pub fn events_processed(&self) -> u64 {
+        self.events_done
+    }
+
+    /// [`Fabric::advance_to`] `now + d`.
+    pub fn advance_by(&mut self, d: Duration) {
+        self.advance_to(self.now + d);
+    }
+
+    /// Processes events until none is pending and returns the time then
+    /// (that of the last event, or `now` if there was none). Endpoints do
+    /// not run meanwhile, so this drains what is in flight.
+    pub fn run_until_idle(&mut self) -> Instant {
+        while let Some(t) = self.next_event() {
+            self.advance_to(t);
+        }
+        self.now
+    }
+
+    /// The host as a [`Backend`]; it sends at [`Fabric::now`].
+    ///
+    /// # Panics
+    ///
+    /// If `host` is not in this fabric.
+    pub fn port(&mut self, host: HostId) -> SimPort<'_> {
+        assert!(host.0 < self.hosts.len(), "{host} is not in this fabric");
+        SimPort { fabric: self, host }
+    }
+
+    /// The host's MAC address.
+    pub fn mac(&self, host: HostId) -> MacAddr {
+        self.hosts[host.0].mac
+    }
+
+    /// The host's outgoing link direction, if it is connected.
+    pub fn host_link(&self, host: HostId) -> Option<ChannelId> {
+        self.hosts[host.0].egress
+    }
+
+    /// Frames waiting in the host's inbox.
+    pub fn inbox_len(&self, host: HostId) -> usize {
+        self.hosts[host.0].inbox.len()
+    }
+
+    pub fn host_counters(&self, host: HostId) -> &HostCounters {
+        &self.hosts[host.0].counters
+    }
+
+    pub fn switch_counters(&self, switch: SwitchId) -> &SwitchCounters {
+        &self.switches[switch.0].counters
+    }
+
+    pub fn link_counters(&self, ch: ChannelId) -> &LinkCounters {
+        &self.channels[ch.0].counters
+    }
+
+    pub fn link_config(&self, ch: ChannelId) -> &LinkConfig {
+        &self.channels[ch.0].cfg
+    }
+
+    /// Where the link direction starts and ends.
+    pub fn channel_ends(&self, ch: ChannelId) -> (Endpoint, Endpoint) {
+        let c = &self.channels[ch.0];
+        (c.from, c.to)
+    }
+
+    /// The link direction's egress queue.
+    pub fn egress_queue(&self, ch: ChannelId) -> &EgressQueue {
+        &self.channels[ch.0].queue
+    }
+
+    /// Every port of a switch, in port order, with its peer and its two
+    /// link directions.
+    pub fn switch_ports(&self, switch: SwitchId) -> impl Iterator<Item = PortInfo> + '_ {
+        self.switches[switch.0]
+            .ports
+            .iter()
+            .enumerate()
+            .map(|(port, p)| PortInfo {
+                port,
+                peer: p.peer,
+                ingress: p.ingress,
+                egress: p.egress,
+            })
+    }
+
+    /// One port of a switch (`None` for a switch or port that does not
+    /// exist).
+    pub fn switch_port(&self, switch: SwitchId, port: usize) -> Option<PortInfo> {
+        let p = self.switches.get(switch.0)?.ports.get(port)?;
+        Some(PortInfo {
+            port,
+            peer: p.peer,
+            ingress: p.ingress,
+            egress: p.egress,
+        })
+    }
+
+    /// Recomputes every switch's forwarding tables now. Not needed for
+    /// forwarding, which rebuilds them itself when the topology has
+    /// changed; it moves that work to a moment of the caller's choosing.
+    pub fn build_routes(&mut self) {
+        self.routes
+            .rebuild(&self.hosts, &self.switches, &self.channels);
+    }
+
+    fn fresh_routes(&mut self) {
+        if self.routes.is_stale() {
+            self.build_routes();
+        }
+    }
+
+    /// The ports `switch` chooses among for a unicast frame to `dst`
+    /// (empty: no route): its static route's ports that are up, if it has
+    /// one, else those on shortest paths over links that are up.
+    pub fn route_ports(&mut self, switch: SwitchId, dst: HostId) -> Result<&[usize], SimError> {
+        if switch.0 >= self.switches.len() {
+            return Err(SimError::UnknownSwitch(switch));
+        }
+        if dst.0 >= self.hosts.len() {
+            return Err(SimError::UnknownHost(dst));
+        }
+        self.fresh_routes();
+        Ok(self.routes.ports(switch.0, dst.0))
+    }
+
+    /// The link directions a frame with these bytes would take if `from`
+    /// sent it now, faults and full queues aside: from the host's own link
+    /// to the one that delivers it to a host. An error if it would be
+    /// dropped on the way: no unicast destination
+    /// ([`SimError::NotUnicast`]), a switch with no route for it
+    /// ([`SimError::NoRoute`]), the host's own link down
+    /// ([`SimError::LinkDown`]).
+    pub fn path(&mut self, from: HostId, frame: &[u8]) -> Result<Vec<ChannelId>, SimError> {
+        let host = self.hosts.get(from.0).ok_or(SimError::UnknownHost(from))?;
+        let mut ch = host.egress.ok_or(SimError::NotConnected(from))?;
+        if frame.len() < ETH_HEADER_LEN || frame[0] & 1 != 0 {
+            return Err(SimError::NotUnicast);
+        }
+        self.fresh_routes();
+        let mut path = Vec::new();
+        let mut last = SwitchId(0);
+        // A frame crosses each link direction at most once on a path the
+        // tables allow; the bound only guards against a bug.
+        for _ in 0..=self.channels.len() {
+            if !self.channels[ch.0].up {
+                return Err(SimError::LinkDown(ch));
+            }
+            path.push(ch);
+            let (switch, in_port) = match self.channels[ch.0].to {
+                Endpoint::Host(_) => return Ok(path),
+                Endpoint::Switch { switch, port } => (switch, port),
+            };
+            last = switch;
+            match self.routes.decide(&self.switches, switch.0, in_port, frame) {
+                Decision::Port(p) => ch = self.switches[switch.0].ports[p].egress,
+                _ => {
+                    let mut mac = [0u8; 6];
+                    mac.copy_from_slice(&frame[..6]);
+                    return Err(SimError::NoRoute {
+                        switch,
+                        mac: MacAddr(mac),
+                    });
+                }
+            }
+        }
+        Err(SimError::RoutingLoop {
+            switch: last,
+            dst: self.routes.host_of_frame(frame).map_or(from, HostId),
+        })
+    }
+
+    /// Replaces one direction's configuration. The new rate applies from
+    /// the next frame to start serialising, the faults from the next frame
+    /// to depart, the queue limit from the next frame queued.
+    pub fn set_link_config(&mut self, ch: ChannelId, cfg: LinkConfig) -> Result<(), SimError> {
+        cfg.check()?;
+        let c = self
+            .channels
+            .get_mut(ch.0)
+            .ok_or(SimError::UnknownChannel(ch))?;
+        c.cfg = cfg;
+        Ok(())
+    }
+
+    /// Pauses or resumes a link direction's egress queue as a whole, every
+    /// priority, apart from PFC (which pauses single priorities and keeps
+    /// its own timers). A paused queue keeps accepting frames but starts
+    /// serialising no data frame; the frame on the wire finishes, and a
+    /// PFC frame still goes out.
+    pub fn set_paused(&mut self, ch: ChannelId, paused: bool) -> Result<(), SimError> {
+        let c = self
+            .channels
+            .get_mut(ch.0)
+            .ok_or(SimError::UnknownChannel(ch))?;
+        c.queue.set_paused(paused);
+        if !paused {
+            self.start_next(ch);
+        }
+        Ok(())
+    }
+
+    /// Takes a link down or brings it back up, both directions at once
+    /// (see [`Fabric::set_channel_up`]).
+    pub fn set_link_up(&mut self, link: Link, up: bool) -> Result<(), SimError> {
+        let (a, b) = (link.a_to_b, link.b_to_a);
+        for ch in [a, b] {
+            if ch.0 >= self.channels.len() {
+                return Err(SimError::UnknownChannel(ch));
+            }
+        }
+        let (ca, cb) = (&self.channels[a.0], &self.channels[b.0]);
+        if a == b || ca.from != cb.to || ca.to != cb.from {
+            return Err(SimError::NotALink {
+                a_to_b: a,
+                b_to_a: b,
+            });
+        }
+        self.set_channel_up(a, up)?;
+        self.set_channel_up(b, up)
+    }
+
+    /// Takes one direction of a link down or brings it back up. A direction
+    /// that is down takes no new frame (each refused one counts in
+    /// [`LinkCounters::dropped_down`]); as it goes down, the frames waiting
+    /// in its queue are dropped (and count there too), while the one being
+    /// serialised and those already on the wire arrive. Switches route
+    /// around it from then on (see the module docs).
+    pub fn set_channel_up(&mut self, ch: ChannelId, up: bool) -> Result<(), SimError> {
+        let c = self
+            .channels
+            .get_mut(ch.0)
+            .ok_or(SimError::UnknownChannel(ch))?;
+        if c.up != up {
+            c.up = up;
+            if !up {
+                let dropped = c.queue.drop_waiting();
+                c.counters.dropped_down += dropped.len() as u64;
+                if let Endpoint::Switch { switch, .. } = c.from {
+                    for (p, q) in dropped {
+                        if let Some(port) = q.ingress {
+                            self.switch_release(switch, port as usize, p, q.frame.len());
+                        }
+                    }
+                }
+            }
+            self.routes.invalidate();
+        }
+        Ok(())
+    }
+
+    /// Whether the link direction takes frames ([`Fabric::set_channel_up`]).
+    pub fn is_up(&self, ch: ChannelId) -> bool {
+        self.channels[ch.0].up
+    }
+
+    /// Makes `switch` send unicast frames for `dst` by one of `ports`
+    /// (picked by the flow hash, as for equal-cost paths; a port listed
+    /// twice gets twice the share), instead of by its shortest paths, until
+    /// [`Fabric::clear_route`]. Ports that are down are skipped; with none
+    /// left (or none given), frames for `dst` are dropped at `switch`
+    /// ([`SwitchCounters::dropped_no_route`]). The route holds whatever
+    /// links fail or recover later.
+    ///
+    /// Refused if a port does not exist, or if frames for `dst` could then
+    /// go round in a loop ([`SimError::RoutingLoop`]: every switch on the
+    /// way needs a route that leads on). Should a link failure later close
+    /// such a loop, its switches drop frames for `dst` rather than send
+    /// them round it.
+    pub fn set_route(
+        &mut self,
+        switch: SwitchId,
+        dst: HostId,
+        ports: &[usize],
+    ) -> Result<(), SimError> {
+        self.known_route_key(switch, dst)?;
+        let have = self.switches[switch.0].ports.len();
+        if let Some(&port) = ports.iter().find(|&&p| p >= have) {
+            return Err(SimError::UnknownPort { switch, port });
+        }
+        let before = self
+            .routes
+            .set_static(dst.0, switch.0, Some(ports.to_vec()));
+        self.check_loop_free(switch, dst, before)
+    }
+
+    /// Removes `switch`'s static route for `dst` (if any): its shortest
+    /// paths apply again. Refused, as [`Fabric::set_route`] is, if frames
+    /// for `dst` could then go round in a loop.
+    pub fn clear_route(&mut self, switch: SwitchId, dst: HostId) -> Result<(), SimError> {
+        self.known_route_key(switch, dst)?;
+        let before = self.routes.set_static(dst.0, switch.0, None);
+        self.check_loop_free(switch, dst, before)
+    }
+
+    fn known_route_key(&self, switch: SwitchId, dst: HostId) -> Result<(), SimError> {
+        if switch.0 >= self.switches.len() {
+            return Err(SimError::UnknownSwitch(switch));
+        }
+        if dst.0 >= self.hosts.len() {
+            return Err(SimError::UnknownHost(dst));
+        }
+        Ok(())
+    }
+
+    /// Rebuilds the routes after a change of `switch`'s static route for
+    /// `dst`; if frames for `dst` could loop, puts back the route it had
+    /// (`before`) and refuses.
+    fn check_loop_free(
+        &mut self,
+        switch: SwitchId,
+        dst: HostId,
+        before: Option<Vec<usize>>,
+    ) -> Result<(), SimError> {
+        self.build_routes();
+        let Some(at) = self.routes.loop_at(dst.0) else {
+            return Ok(());
+        };
+        self.routes.set_static(dst.0, switch.0, before);
+        self.routes.invalidate();
+        Err(SimError::RoutingLoop {
+            switch: SwitchId(at),
+            dst,
+        })
+    }
+
+    /// Records every frame the host sends and receives from now on into
+    /// `writer` (replacing, and dropping unflushed, any earlier capture of
+    /// this host). See the module docs.
+    pub fn capture<W: Write + 'static>(
+        &mut self,
+        host: HostId,
+        writer: pcap::Writer<W>,
+    ) -> Result<(), SimError> {
+        let h = self
+            .hosts
+            .get_mut(host.0)
+            .ok_or(SimError::UnknownHost(host))?;
+        h.capture = Some(Capture {
+            sink: Box::new(writer),
+            error: None,
+        });
+        Ok(())
+    }
+
+    /// Stops the host's capture and flushes it. Returns the records
+    /// written (0 without a capture), or the first error met writing them
+    /// (after which the capture had stopped recording).
+    pub fn end_capture(&mut self, host: HostId) -> Result<u64, PcapError> {
+        let Some(mut cap) = self.hosts[host.0].capture.take() else {
+            return Ok(0);
+        };
+        if let Some(e) = cap.error.take() {
+            return Err(e);
+        }
+        cap.sink.finish()?;
+        Ok(cap.sink.count())
+    }
+
+    /// A host hands a frame to its link at `now`.
+    fn send(&mut self, host: HostId, frame: VecBuf) {
+        let now = self.now;
+        let h = &mut self.hosts[host.0];
+        h.counters.tx_frames += 1;
+        h.counters.tx_bytes += frame.len() as u64;
+        if let Some(cap) = &mut h.capture {
+            cap.record(now, frame.data());
+        }
+        match h.egress {
+            Some(ch) => self.offer(ch, frame),
+            None => h.counters.dropped_no_link += 1,
+        }
+    }
+
+    /// Hands a frame a host sends to its link direction: refused if it is
+    /// down, else queued ([`Fabric::enqueue`]).
+    fn offer(&mut self, ch: ChannelId, frame: VecBuf) {
+        let c = &mut self.channels[ch.0];
+        if c.up {
+            self.enqueue(ch, frame);
+        } else {
+            c.counters.dropped_down += 1;
+        }
+    }
+
+    /// A host queues a frame on its link at `now` (or it is dropped at
+    /// the tail), classified by the default DSCP table.
+    fn enqueue(&mut self, ch: ChannelId, frame: VecBuf) {
+        let p = frame_priority(frame.data(), &DEFAULT_DSCP_TO_PRIORITY);
+        self.enqueue_class(ch, frame, p, true, None);
+    }
+
+    /// Queues a frame of priority `p` on a link direction at `now`, or
+    /// drops it at the tail if `droppable`, and starts serialising if the
+    /// link is idle; `ingress` is the switch port it came in by. Returns
+    /// whether it was queued.
+    ///
+    /// ECN marking at enqueue ([`LinkConfig::ecn`]) is decided first, on
+    /// the bytes already waiting in the frame's priority queue, whether or
+    /// not the frame then fits; a frame the drop-tail limit refuses counts
+    /// as dropped, never as marked. Marking at dequeue happens in
+    /// [`Fabric::tx_done`].
+    fn enqueue_class(
+        &mut self,
+        ch: ChannelId,
+        mut frame: VecBuf,
+        p: u8,
+        droppable: bool,
+        ingress: Option<u32>,
+    ) -> bool {
+        let c = &mut self.channels[ch.0];
+        let marked = match c.cfg.red(p) {
+            Some(red) if !red.at_dequeue => {
+                red.apply(c.queue.class_bytes(p), frame.data_mut(), &mut self.rng)
+            }
+            _ => false,
+        };
+        if let Some(cap) = c.cfg.queue_bytes.filter(|_| droppable) {
+            if c.queue.bytes() + frame.len() > cap {
+                c.counters.dropped_queue += 1;
+                return false;
+            }
+        }
+        if marked {
+            c.counters.ecn_marked += 1;
+        }
+        c.queue.push(p, frame, ingress);
+        let q = c.queue.bytes() as u64;
+        c.counters.max_queue_bytes = c.counters.max_queue_bytes.max(q);
+        self.start_next(ch);
+        true
+    }
+
+    /// Starts serialising the next frame if the link is idle: a waiting
+    /// PFC frame, else the scheduler's pick (see [`EgressQueue`]).
+    fn start_next(&mut self, ch: ChannelId) {
+        let c = &self.channels[ch.0];
+        if c.queue.is_busy() {
+            return;
+        }
+        let (strict, src) = match c.from {
+            Endpoint::Switch { switch, port } => (
+                self.switches[switch.0].cfg.strict,
+                switch_port_mac(switch, port),
+            ),
+            Endpoint::Host(h) => (0, self.hosts[h.0].mac),
+        };
+        let c = &mut self.channels[ch.0];
+        let emit = |pfc: &PfcFrame| {
+            let mut f = VecBuf::with_capacity(PfcFrame::LEN);
+            if let Some(b) = f.append(PfcFrame::LEN) {
+                b.copy_from_slice(&pfc.emit(src));
+            }
+            f
+        };
+        let Some(len) = c.queue.start(strict, emit) else {
+            return;
+        };
+        let done = self.now + serialization_time(len, c.cfg.rate_bps);
+        self.events.push(done, EventKind::TxDone(ch));
+    }
+
+    /// The frame on the wire has left: a PFC frame goes to the far end; a
+    /// data frame leaves its switch's buffer, meets its faults and is
+    /// scheduled to arrive. Then the next one starts.
+    fn tx_done(&mut self, ch: ChannelId) {
+        if let Endpoint::Host(h) = self.channels[ch.0].from {
+            self.wake(h);
+        }
+        let c = &mut self.channels[ch.0];
+        let (p, mut frame, ingress) = match c.queue.finish(self.now) {
+            None => return self.start_next(ch),
+            Some(sched::Finished::Control(frame)) => {
+                c.counters.pfc_tx += 1;
+                self.events
+                    .push(self.now + c.cfg.delay, EventKind::Arrive(ch, frame));
+                return self.start_next(ch);
+            }
+            Some(sched::Finished::Data { priority, queued }) => {
+                (priority, queued.frame, queued.ingress)
+            }
+        };
+        let release = match (c.from, ingress) {
+            (Endpoint::Switch { switch, .. }, Some(port)) => {
+                Some((switch, port as usize, frame.len()))
+            }
+            _ => None,
+        };
+        let cfg = c.cfg;
+        if let Some(red) = cfg.red(p).filter(|r| r.at_dequeue) {
+            if red.apply(c.queue.class_bytes(p), frame.data_mut(), &mut self.rng) {
+                c.counters.ecn_marked += 1;
+            }
+        }
+        let n = &mut c.counters;
+        n.tx_frames += 1;
+        n.tx_bytes += frame.len() as u64;
+        let rng = &mut self.rng;
+        if rng.chance(cfg.loss) {
+            n.dropped_loss += 1;
+        } else {
+            if rng.chance(cfg.corrupt) && frame.len() > ETH_HEADER_LEN {
+                let span = (frame.len() - ETH_HEADER_LEN) as u64;
+                let at = ETH_HEADER_LEN + rng.below(span) as usize;
+                let bit = rng.below(8);
+                frame.data_mut()[at] ^= 1 << bit;
+                n.corrupted += 1;
+            }
+            let dup = rng.chance(cfg.dup);
+            let mut arrival = self.now + cfg.delay;
+            if rng.chance(cfg.reorder) {
+                let extra = 1 + rng.below(cfg.reorder_delay.as_nanos());
+                arrival += Duration::from_nanos(extra);
+                n.reordered += 1;
+            }
+            if dup {
+                n.duplicated += 1;
+                let copy = frame.clone();
+                self.events.push(arrival, EventKind::Arrive(ch, frame));
+                self.events.push(arrival, EventKind::Arrive(ch, copy));
+            } else {
+                self.events.push(arrival, EventKind::Arrive(ch, frame));
+            }
+        }
+        if let Some((switch, port, len)) = release {
+            self.switch_release(switch, port, p, len);
+        }
+        self.start_next(ch);
+    }
+
+    /// A frame reaches the far end of a link direction.
+    fn arrive(&mut self, ch: ChannelId, frame: VecBuf) {
+        if is_mac_control(frame.data()) {
+            return self.mac_control_received(ch, &frame);
+        }
+        let c = &mut self.channels[ch.0];
+        c.counters.rx_frames += 1;
+        c.counters.rx_bytes += frame.len() as u64;
+        match c.to {
+            Endpoint::Host(h) => self.deliver(h, frame),
+            Endpoint::Switch { switch, port } => self.forward(switch, port, frame),
+        }
+    }
+
+    /// A switch port's link directions: (into the port, out of it).
+    fn switch_port_channels(&self, switch: SwitchId, port: usize) -> (ChannelId, ChannelId) {
+        let p = &self.switches[switch.0].ports[port];
+        (p.ingress, p.egress)
+    }
+
+    fn deliver(&mut self, host: HostId, frame: VecBuf) {
+        let now = self.now;
+        let h = &mut self.hosts[host.0];
+        h.counters.rx_frames += 1;
+        h.counters.rx_bytes += frame.len() as u64;
+        if let Some(cap) = &mut h.capture {
+            cap.record(now, frame.data());
+        }
+        h.inbox.push_back(frame);
+        self.wake(host);
+    }
+
+    /// A switch's forwarding decision for a frame that has arrived by
+    /// `in_port` (see the module docs).
+    fn forward(&mut self, switch: SwitchId, in_port: usize, frame: VecBuf) {
+        self.fresh_routes();
+        let decision = self
+            .routes
+            .decide(&self.switches, switch.0, in_port, frame.data());
+        let sw = &mut self.switches[switch.0];
+        match decision {
+            Decision::Port(p) => {
+                sw.counters.forwarded += 1;
+                let egress = sw.ports[p].egress;
+                self.switch_enqueue(switch, in_port, egress, frame);
+            }
+            Decision::Flood => {
+                sw.counters.flooded += 1;
+                for i in self.routes.flood_range(switch.0) {
+                    let p = self.routes.flood_port(i);
+                    if p != in_port {
+                        let egress = self.switches[switch.0].ports[p].egress;
+                        self.switch_enqueue(switch, in_port, egress, frame.clone());
+                    }
+                }
+            }
+            Decision::Unknown => sw.counters.dropped_unknown += 1,
+            Decision::NoRoute => sw.counters.dropped_no_route += 1,
+            Decision::Runt => sw.counters.dropped_runt += 1,
+        }
+    }
+}
+
+impl Clock for Fabric {
+    fn now(&self) -> Instant {
+        self.now
+    }
+}
+
+/// One host of a [`Fabric`] as a [`Backend`]: it sends at the fabric's
+/// `now` and receives what has arrived by then.
+#[derive(Debug)]
+pub struct SimPort<'a> {
+    fabric: &'a mut Fabric,
+    host: HostId,
+}
+
+impl SimPort<'_> {
+    pub fn host(&self) -> HostId {
+        self.host
+    }
+
+    pub fn now(&self) -> Instant {
+        self.fabric.now
+    }
+}
+
+impl Clock for SimPort<'_> {
+    fn now(&self) -> Instant {
+        self.fabric.now
+    }
+}
+
+impl Backend for SimPort<'_> {
+    type Buf = VecBuf;
+
+    /// Pops frames that have arrived at the host, oldest first.
+    fn rx_burst(&mut self, out: &mut Burst<VecBuf>) -> usize {
+        let inbox = &mut self.fabric.hosts[self.host.0].inbox;
+        let mut n = 0;
+        while !out.is_full() {
+            let Some(f) = inbox.pop_front() else {
+                break;
+            };
+            out.push(f);
+            n += 1;
+        }
+        n
+    }
+
+    /// A buffer of [`FRAME_CAPACITY`] bytes, one the hosts freed if there
+    /// is one; never `None`.
+    fn alloc(&mut self) -> Option<VecBuf> {
+        Some(match self.fabric.spare.pop() {
+            Some(mut b) => {
+                b.clear();
+                b
+            }
+            None => VecBuf::with_capacity(FRAME_CAPACITY),
+        })
+    }
+
+    /// Keeps the buffers for [`SimPort::alloc`] (up to a bound).
+    fn free_burst(&mut self, frames: &mut Burst<VecBuf>) {
+        let spare = &mut self.fabric.spare;
+        for b in frames.drain(..) {
+            if spare.len() < SPARE_BUFFERS && b.capacity() >= FRAME_CAPACITY {
+                spare.push(b);
+            }
+        }
+    }
+
+    /// One frame while the host's link holds less than its transmit ring
+    /// ([`Fabric::set_tx_ring`]), none when it holds more; no limit
+    /// without a ring.
+    fn tx_room(&self) -> usize {
+        let h = &self.fabric.hosts[self.host.0];
+        match (h.tx_ring_bytes, h.egress) {
+            (Some(ring), Some(ch)) => usize::from(self.fabric.channels[ch.0].queue.bytes() < ring),
+            _ => usize::MAX,
+        }
+    }
+
+    /// Takes frames from the front (all of them, or while the host's link
+    /// holds less than its transmit ring, [`Fabric::set_tx_ring`]) and
+    /// returns how many: the network may still drop them (tail-dropped at
+    /// the host's own link, lost, no link); the counters say which.
+    fn tx_burst(&mut self, frames: &mut Burst<VecBuf>) -> usize {
+        let h = &self.fabric.hosts[self.host.0];
+        let n = match (h.tx_ring_bytes, h.egress) {
+            (Some(ring), Some(ch)) => {
+                let mut waiting = self.fabric.channels[ch.0].queue.bytes();
+                frames
+                    .iter()
+                    .take_while(|f| {
+                        let room = waiting < ring;
+                        waiting += f.len();
+                        room
+                    })
+                    .count()
+            }
+            _ => frames.len(),
+        };
+        for frame in frames.drain(..n) {
+            self.fabric.send(self.host, frame);
+        }
+        n
+    }
+}

@@ -1,0 +1,930 @@
+//! The workloads of an experiment: each `[[workload]]` table becomes a
+//! deterministic list of flows ([`generate`]); and the flow-completion
+//! figures that go with them ([`ideal_fct_ns`], [`slowdown_by_bucket`]).
+//!
+//! This module owns the kinds of workload and their keys, the flow-size
+//! distributions read from CDF files ([`Cdf`]), the Poisson arrivals, and
+//! the order and numbering of flows.
+//!
+//! # Kinds
+//!
+//! Every kind takes `tag` (its flows' label; default: the kind's name)
+//! and `start_us` (default 0, before `duration_us`). Host lists name
+//! hosts or groups, as a list or one string. Sizes are in KB of 1000
+//! bytes.
+//!
+//! - `long`: `from`, `to` (required): one flow from each host of `from`
+//!   to each other host of `to`, posting WRITEs from `start_us` until
+//!   `stop_us` (default: the end of the posting phase). No size.
+//! - `incast`: `senders` (default: the group `senders`), `to` (one host;
+//!   default: the group `receiver`), `size_kb` (required): each sender
+//!   but the receiver sends `size_kb` to it at `start_us`; with
+//!   `repeat_us`, again every `repeat_us`, `count` times at most (default:
+//!   as many as start before the posting phase ends). Each repetition is
+//!   a `round`.
+//! - `all-to-all`: `hosts` (default `all`), `size_kb`: every host sends
+//!   `size_kb` to every other at `start_us`.
+//! - `allreduce`: `hosts` (default `all`, at least 2; the ring in the
+//!   listed order), `size_kb`: a ring all-reduce of N hosts takes 2(N-1)
+//!   steps (rounds); in each, every host sends size/N (rounded up) to its
+//!   successor. A host's step k+1 waits (`after`) until it has received
+//!   its predecessor's step k.
+//! - `cdf`: `file` (required; relative to the experiment's folder),
+//!   `load` (required, in (0, 1]), `hosts` (default `all`, at least 2),
+//!   `stop_us` (default: the end), `max_flows` (default 100000): each
+//!   host starts flows at Poisson arrivals, at the rate that fills `load`
+//!   of its link with the distribution's mean size (`load x rate / (8 x
+//!   mean)` flows per second, headers not counted), each to a host drawn
+//!   uniformly from the others, with a size drawn from the file. Only the
+//!   first `max_flows` arrivals are kept.
+//!
+//! # Determinism
+//!
+//! Flows are a function of the settings, the topology and the seed. Each
+//! `cdf` source draws from its own stream ([`Rng`], seeded from the seed,
+//! the workload's number and the source's position), so a workload's
+//! flows do not change when another workload is added after it. The list is
+//! sorted by start time, then by the order the workloads made them
+//! (workload by workload, each in the order above), and numbered in that
+//! order: a flow's `id` is its index, and `after` names only earlier
+//! flows.
+
+#![deny(unsafe_code)]
+
+use super::config::{kb, us, KeyError, LabConfig, LabConfigError, TopologySpec, WorkloadKind};
+use super::config::{Names, WorkloadConfig, MAX_BYTES, MAX_DURATION_NS, MAX_FLOWS};
+use crate::backend::fabric::Rng;
+use serde::Serialize;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::fmt;
+use std::io::Read;
+use std::path::Path;
+
+/// A `cdf` workload's `max_flows` when it gives none.
+pub const DEFAULT_MAX_FLOWS: u64 = 100_000;
+/// The most rows a CDF file may have.
+pub const MAX_CDF_ROWS: usize = 100_000;
+/// The largest CDF file read, bytes.
+pub const MAX_CDF_FILE: u64 = 4 << 20;
+
+/// One flow: `src` sends `bytes` to `dst` from `start_ns`, once every
+/// flow of `after` has completed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FlowSpec {
+    /// Its index in the list.
+    pub id: usize,
+    /// Host indices.
+    pub src: usize,
+    pub dst: usize,
+    /// `None`: a long flow, which posts until `stop_ns`.
+    pub bytes: Option<u64>,
+    pub start_ns: u64,
+    /// When a long flow stops posting.
+    pub stop_ns: Option<u64>,
+    /// Flows that must have completed before this one starts.
+    pub after: Vec<usize>,
+    /// Index of its `[[workload]]`.
+    pub workload: usize,
+    /// Its incast repetition or all-reduce step (0 otherwise).
+    pub round: u32,
+    pub tag: String,
+}
+
+/// A workload, checked and resolved.
+enum Plan {
+    Long {
+        from: Vec<usize>,
+        to: Vec<usize>,
+        start: u64,
+        stop: u64,
+    },
+    Incast {
+        senders: Vec<usize>,
+        to: usize,
+        bytes: u64,
+        start: u64,
+        every: u64,
+        rounds: u64,
+    },
+    AllToAll {
+        hosts: Vec<usize>,
+        bytes: u64,
+        start: u64,
+    },
+    Allreduce {
+        hosts: Vec<usize>,
+        chunk: u64,
+        start: u64,
+    },
+    Cdf {
+        hosts: Vec<usize>,
+        cdf: Cdf,
+        load: f64,
+        start: u64,
+        stop: u64,
+        max_flows: u64,
+    },
+}
+
+struct Prepared {
+    plan: Plan,
+    /// The most flows it makes.
+    flows: u64,
+    tag: String,
+}
+
+/// The keys each kind takes besides `kind`.
+fn keys_of(kind: WorkloadKind) -> &'static [&'static str] {
+    match kind {
+        WorkloadKind::Long => &["tag", "from", "to", "start_us", "stop_us"],
+        WorkloadKind::Incast => &[
+            "tag",
+            "senders",
+            "to",
+            "size_kb",
+            "start_us",
+            "repeat_us",
+            "count",
+        ],
+        WorkloadKind::AllToAll | WorkloadKind::Allreduce => {
+            &["tag", "hosts", "size_kb", "start_us"]
+        }
+        WorkloadKind::Cdf => &[
+            "tag",
+            "hosts",
+            "file",
+            "load",
+            "start_us",
+            "stop_us",
+            "max_flows",
+        ],
+    }
+}
+
+fn given(w: &WorkloadConfig) -> [(&'static str, bool); 13] {
+    [
+        ("tag", w.tag.is_some()),
+        ("from", w.from.is_some()),
+        ("to", w.to.is_some()),
+        ("senders", w.senders.is_some()),
+        ("hosts", w.hosts.is_some()),
+        ("size_kb", w.size_kb.is_some()),
+        ("start_us", w.start_us.is_some()),
+        ("stop_us", w.stop_us.is_some()),
+        ("repeat_us", w.repeat_us.is_some()),
+        ("count", w.count.is_some()),
+        ("file", w.file.is_some()),
+        ("load", w.load.is_some()),
+        ("max_flows", w.max_flows.is_some()),
+    ]
+}
+
+fn duration_ns(cfg: &LabConfig) -> Result<u64, KeyError> {
+    match us("duration_us", cfg.duration_us, MAX_DURATION_NS)? {
+        0 => Err(KeyError::new("duration_us", "must be above 0")),
+        d => Ok(d),
+    }
+}
+
+fn prepare(
+    cfg: &LabConfig,
+    i: usize,
+    topo: &TopologySpec,
+    duration: u64,
+) -> Result<Prepared, KeyError> {
+    let w = &cfg.workloads[i];
+    let key = |k: &str| format!("workload.{i}.{k}");
+    let allowed = keys_of(w.kind);
+    if let Some((k, _)) = given(w).iter().find(|(k, g)| *g && !allowed.contains(k)) {
+        return Err(KeyError::new(
+            key(k),
+            format!(
+                "is not a key of {} workloads (they take {})",
+                w.kind.name(),
+                allowed.join(", ")
+            ),
+        ));
+    }
+    let hosts = |k: &str, v: &Option<Names>, default: Option<&str>| {
+        let list = match (v, default) {
+            (Some(n), _) => n.0.clone(),
+            (None, Some(d)) if topo.groups.contains_key(d) => vec![d.to_string()],
+            (None, Some(d)) => {
+                return Err(KeyError::new(
+                    key(k),
+                    format!("is required (the topology has no group {d:?})"),
+                ))
+            }
+            (None, None) => return Err(KeyError::new(key(k), "is required")),
+        };
+        let h = topo
+            .hosts_named(&list)
+            .map_err(|e| KeyError::new(key(k), e))?;
+        if h.is_empty() {
+            return Err(KeyError::new(key(k), "has no hosts"));
+        }
+        Ok(h)
+    };
+    let start = us(&key("start_us"), w.start_us.unwrap_or(0.0), MAX_DURATION_NS)?;
+    if start >= duration {
+        return Err(KeyError::new(
+            key("start_us"),
+            format!(
+                "{} is not before the end of the posting phase (duration_us = {})",
+                w.start_us.unwrap_or(0.0),
+                cfg.duration_us
+            ),
+        ));
+    }
+    let stop = match w.stop_us {
+        None => duration,
+        Some(v) => {
+            let s = us(&key("stop_us"), v, MAX_DURATION_NS)?;
+            if s <= start || s > duration {
+                return Err(KeyError::new(
+                    key("stop_us"),
+                    format!(
+                        "{v} is not after start_us and at most duration_us ({})",
+                        cfg.duration_us
+                    ),
+                ));
+            }
+            s
+        }
+    };
+    let size = || {
+        let v = w
+            .size_kb
+            .ok_or_else(|| KeyError::new(key("size_kb"), "is required"))?;
+        match kb(&key("size_kb"), v)? {
+            0 => Err(KeyError::new(key("size_kb"), format!("{v} is not above 0"))),
+            b => Ok(b),
+        }
+    };
+    let at_least_two = |h: Vec<usize>, k: &str| {
+        if h.len() < 2 {
+            return Err(KeyError::new(
+                key(k),
+                format!("{} workloads need at least 2 hosts", w.kind.name()),
+            ));
+        }
+        Ok(h)
+    };
+    let (plan, flows) = match w.kind {
+        WorkloadKind::Long => {
+            let from = hosts("from", &w.from, None)?;
+            let to = hosts("to", &w.to, None)?;
+            let mut in_to = vec![false; topo.hosts.len()];
+            for &d in &to {
+                in_to[d] = true;
+            }
+            let same = from.iter().filter(|&&s| in_to[s]).count() as u64;
+            let flows = from.len() as u64 * to.len() as u64 - same;
+            if flows == 0 {
+                return Err(KeyError::new(
+                    key("to"),
+                    "makes no flows: from and to are the same one host",
+                ));
+            }
+            (
+                Plan::Long {
+                    from,
+                    to,
+                    start,
+                    stop,
+                },
+                flows,
+            )
+        }
+        WorkloadKind::Incast => {
+            let to = hosts("to", &w.to, Some("receiver"))?;
+            let [to] = to[..] else {
+                return Err(KeyError::new(
+                    key("to"),
+                    format!("names {} hosts; an incast has one receiver", to.len()),
+                ));
+            };
+            let mut senders = hosts("senders", &w.senders, Some("senders"))?;
+            senders.retain(|&s| s != to);
+            if senders.is_empty() {
+                return Err(KeyError::new(
+                    key("senders"),
+                    "has no hosts but the receiver",
+                ));
+            }
+            let bytes = size()?;
+            if w.count == Some(0) {
+                return Err(KeyError::new(key("count"), "must be at least 1"));
+            }
+            let (every, rounds) = match w.repeat_us {
+                None if w.count.unwrap_or(1) > 1 => {
+                    return Err(KeyError::new(
+                        key("count"),
+                        "repeats need repeat_us (the time between them)",
+                    ))
+                }
+                None => (0, 1),
+                Some(v) => {
+                    let every = us(&key("repeat_us"), v, MAX_DURATION_NS)?;
+                    if every == 0 {
+                        return Err(KeyError::new(key("repeat_us"), "must be above 0"));
+                    }
+                    let fit = (duration - start - 1) / every + 1;
+                    (every, w.count.map_or(fit, |c| c.min(fit)))
+                }
+            };
+            let flows = senders.len() as u64 * rounds;
+            (
+                Plan::Incast {
+                    senders,
+                    to,
+                    bytes,
+                    start,
+                    every,
+                    rounds,
+                },
+                flows,
+            )
+        }
+        WorkloadKind::AllToAll => {
+            let hosts = at_least_two(hosts("hosts", &w.hosts, Some("all"))?, "hosts")?;
+            let n = hosts.len() as u64;
+            let bytes = size()?;
+            (
+                Plan::AllToAll {
+                    hosts,
+                    bytes,
+                    start,
+                },
+                n * (n - 1),
+            )
+        }
+        WorkloadKind::Allreduce => {
+            let hosts = at_least_two(hosts("hosts", &w.hosts, Some("all"))?, "hosts")?;
+            let n = hosts.len() as u64;
+            let chunk = size()?.div_ceil(n);
+            (
+                Plan::Allreduce {
+                    hosts,
+                    chunk,
+                    start,
+                },
+                n * 2 * (n - 1),
+            )
+        }
+        WorkloadKind::Cdf => {
+            let hosts = at_least_two(hosts("hosts", &w.hosts, Some("all"))?, "hosts")?;
+            let file = w
+                .file
+                .as_ref()
+                .ok_or_else(|| KeyError::new(key("file"), "is required"))?;
+            let cdf = Cdf::load(&cfg.dir.join(file)).map_err(|e| KeyError::new(key("file"), e))?;
+            let load = w
+                .load
+                .ok_or_else(|| KeyError::new(key("load"), "is required"))?;
+            if !(load > 0.0 && load <= 1.0) {
+                return Err(KeyError::new(
+                    key("load"),
+                    format!("{load} is outside (0, 1]"),
+                ));
+            }
+            let max_flows = w.max_flows.unwrap_or(DEFAULT_MAX_FLOWS);
+            if !(1..=MAX_FLOWS).contains(&max_flows) {
+                return Err(KeyError::new(
+                    key("max_flows"),
+                    format!("{max_flows} is outside 1..={MAX_FLOWS}"),
+                ));
+            }
+            (
+                Plan::Cdf {
+                    hosts,
+                    cdf,
+                    load,
+                    start,
+                    stop,
+                    max_flows,
+                },
+                max_flows,
+            )
+        }
+    };
+    Ok(Prepared {
+        plan,
+        flows,
+        tag: w.tag.clone().unwrap_or_else(|| w.kind.name().to_string()),
+    })
+}
+
+fn prepare_all(cfg: &LabConfig, topo: &TopologySpec) -> Result<Vec<Prepared>, KeyError> {
+    if cfg.workloads.is_empty() {
+        return Err(KeyError::new("workload", "needs at least one [[workload]]"));
+    }
+    let duration = duration_ns(cfg)?;
+    let mut total = 0u64;
+    let mut out = Vec::with_capacity(cfg.workloads.len());
+    for i in 0..cfg.workloads.len() {
+        let p = prepare(cfg, i, topo, duration)?;
+        total = total.saturating_add(p.flows);
+        if total > MAX_FLOWS {
+            return Err(KeyError::new(
+                format!("workload.{i}"),
+                format!(
+                    "the workloads up to this one make up to {total} flows, above the \
+                     limit of {MAX_FLOWS}"
+                ),
+            ));
+        }
+        out.push(p);
+    }
+    Ok(out)
+}
+
+/// Checks every workload against the topology; the most flows they make.
+pub(crate) fn check(cfg: &LabConfig, topo: &TopologySpec) -> Result<u64, KeyError> {
+    Ok(prepare_all(cfg, topo)?.iter().map(|p| p.flows).sum())
+}
+
+/// The flows of every workload of `cfg` on `topo`, drawn with `seed`:
+/// sorted by start time, `id` = index (see the module docs).
+pub fn generate(
+    cfg: &LabConfig,
+    topo: &TopologySpec,
+    seed: u64,
+) -> Result<Vec<FlowSpec>, LabConfigError> {
+    let prepared = prepare_all(cfg, topo).map_err(|e| cfg.invalid(e))?;
+    let total: u64 = prepared.iter().map(|p| p.flows).sum();
+    let mut flows: Vec<FlowSpec> = Vec::with_capacity(total as usize);
+    for (w, p) in prepared.iter().enumerate() {
+        emit(&mut flows, w, p, topo, seed);
+    }
+    // Provisional ids are positions in making order; sort and renumber.
+    flows.sort_by_key(|f| (f.start_ns, f.id));
+    let mut new_id = vec![0; flows.len()];
+    for (i, f) in flows.iter().enumerate() {
+        new_id[f.id] = i;
+    }
+    for (i, f) in flows.iter_mut().enumerate() {
+        f.id = i;
+        for a in &mut f.after {
+            *a = new_id[*a];
+        }
+    }
+    Ok(flows)
+}
+
+fn emit(out: &mut Vec<FlowSpec>, w: usize, p: &Prepared, topo: &TopologySpec, seed: u64) {
+    let first = out.len();
+    let mut push = |src, dst, bytes, start_ns, stop_ns, after, round| {
+        let id = out.len();
+        out.push(FlowSpec {
+            id,
+            src,
+            dst,
+            bytes,
+            start_ns,
+            stop_ns,
+            after,
+            workload: w,
+            round,
+            tag: p.tag.clone(),
+        });
+        id
+    };
+    match &p.plan {
+        Plan::Long {
+            from,
+            to,
+            start,
+            stop,
+        } => {
+            for &s in from {
+                for &d in to.iter().filter(|&&d| d != s) {
+                    push(s, d, None, *start, Some(*stop), Vec::new(), 0);
+                }
+            }
+        }
+        Plan::Incast {
+            senders,
+            to,
+            bytes,
+            start,
+            every,
+            rounds,
+        } => {
+            for r in 0..*rounds {
+                let at = start + r * every;
+                for &s in senders {
+                    push(s, *to, Some(*bytes), at, None, Vec::new(), r as u32);
+                }
+            }
+        }
+        Plan::AllToAll {
+            hosts,
+            bytes,
+            start,
+        } => {
+            for &s in hosts {
+                for &d in hosts.iter().filter(|&&d| d != s) {
+                    push(s, d, Some(*bytes), *start, None, Vec::new(), 0);
+                }
+            }
+        }
+        Plan::Allreduce {
+            hosts,
+            chunk,
+            start,
+        } => {
+            let n = hosts.len();
+            // Step k of position p is flow first + k * n + p.
+            for k in 0..2 * (n - 1) {
+                for pos in 0..n {
+                    let after = if k == 0 {
+                        Vec::new()
+                    } else {
+                        vec![first + (k - 1) * n + (pos + n - 1) % n]
+                    };
+                    let dst = hosts[(pos + 1) % n];
+                    push(hosts[pos], dst, Some(*chunk), *start, None, after, k as u32);
+                }
+            }
+        }
+        Plan::Cdf {
+            hosts,
+            cdf,
+            load,
+            start,
+            stop,
+            max_flows,
+        } => {
+            let n = hosts.len();
+            let mean = cdf.mean();
+            let mut rngs = Vec::with_capacity(n);
+            let mut lambda = Vec::with_capacity(n);
+            let mut at = Vec::with_capacity(n);
+            let mut heap = BinaryHeap::with_capacity(n);
+            for (pos, &h) in hosts.iter().enumerate() {
+                let mut rng = Rng::new(stream_seed(seed, w, pos));
+                // Arrivals per nanosecond.
+                let l = load * topo.hosts[h].link.rate_bps as f64 / (8.0 * mean) / 1e9;
+                let t = *start as f64 + exponential(&mut rng, l);
+                rngs.push(rng);
+                lambda.push(l);
+                at.push(t);
+                heap.push(Reverse((t as u64, pos)));
+            }
+            let mut made = 0u64;
+            while let Some(Reverse((t, pos))) = heap.pop() {
+                if t >= *stop {
+                    continue;
+                }
+                if made == *max_flows {
+                    break;
+                }
+                let rng = &mut rngs[pos];
+                let j = rng.below(n as u64 - 1) as usize;
+                let dst = hosts[if j >= pos { j + 1 } else { j }];
+                let bytes = cdf.sample(rng.unit_f64());
+                push(hosts[pos], dst, Some(bytes), t, None, Vec::new(), 0);
+                made += 1;
+                at[pos] += exponential(rng, lambda[pos]);
+                heap.push(Reverse((at[pos] as u64, pos)));
+            }
+        }
+    }
+}
+
+/// An exponential gap with rate `lambda` (per nanosecond), nanoseconds.
+fn exponential(rng: &mut Rng, lambda: f64) -> f64 {
+    let u = rng.unit_f64();
+    let gap = -(1.0 - u).ln() / lambda;
+    if gap.is_finite() {
+        gap
+    } else {
+        f64::MAX
+    }
+}
+
+/// The seed of stream `stream` of workload `workload`: the three mixed
+/// (splitmix64's finaliser), so that nearby inputs give unrelated seeds.
+fn stream_seed(seed: u64, workload: usize, stream: usize) -> u64 {
+    let mix = |mut z: u64| {
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    let a = mix(seed ^ (workload as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    mix(a ^ (stream as u64 + 1).wrapping_mul(0xd1b5_4a32_d192_ed03))
+}
+
+/// A flow-size distribution: (size in bytes, cumulative probability)
+/// points, sampled with linear interpolation between them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cdf {
+    points: Vec<(f64, f64)>,
+}
+
+/// Why a CDF file cannot be used; `line` is 1-based (0: the whole file).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CdfError {
+    pub line: usize,
+    pub msg: String,
+}
+
+impl fmt::Display for CdfError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line == 0 {
+            f.write_str(&self.msg)
+        } else {
+            write!(f, "line {}: {}", self.line, self.msg)
+        }
+    }
+}
+
+impl std::error::Error for CdfError {}
+
+impl Cdf {
+    /// Reads rows of `size_bytes cumulative`, separated by commas and/or
+    /// whitespace. Lines starting with `#` (and anything after a `#`) and
+    /// blank lines are skipped, as is a first row of column names. Sizes
+    /// and cumulative values must not decrease; the last cumulative value
+    /// is 1, or 100 for a file in percent. A first row with a cumulative
+    /// value above 0 puts that much probability on its size.
+    pub fn parse(text: &str) -> Result<Cdf, CdfError> {
+        let mut points: Vec<(f64, f64)> = Vec::new();
+        let mut header_allowed = true;
+        let mut last_line = 0;
+        for (n, raw) in text.lines().enumerate() {
+            let line = n + 1;
+            let err = |msg: String| CdfError { line, msg };
+            let l = raw.split('#').next().unwrap_or("").trim();
+            if l.is_empty() {
+                continue;
+            }
+            let fields: Vec<&str> = l
+                .split(|c: char| c == ',' || c.is_whitespace())
+                .filter(|s| !s.is_empty())
+                .collect();
+            let nums: Vec<Option<f64>> = fields.iter().map(|f| f.parse().ok()).collect();
+            if std::mem::replace(&mut header_allowed, false) && nums.iter().all(Option::is_none) {
+                continue;
+            }
+            if fields.len() != 2 {
+                return Err(err(format!(
+                    "expected two columns (size_bytes cumulative), found {}",
+                    fields.len()
+                )));
+            }
+            let (Some(size), Some(cum)) = (nums[0], nums[1]) else {
+                let bad = if nums[0].is_none() {
+                    fields[0]
+                } else {
+                    fields[1]
+                };
+                return Err(err(format!("{bad:?} is not a number")));
+            };
+            if !(size >= 0.0 && size <= MAX_BYTES as f64) {
+                return Err(err(format!("size {size} is outside 0..={MAX_BYTES}")));
+            }
+            if !(0.0..=100.0).contains(&cum) {
+                return Err(err(format!("cumulative value {cum} is outside 0..=100")));
+            }
+            if let Some(&(ps, pc)) = points.last() {
+                if size < ps {
+                    return Err(err(format!(
+                        "size {size} is below the row before ({ps}): sizes must not decrease"
+                    )));
+                }
+                if cum < pc {
+                    return Err(err(format!(
+                        "cumulative value {cum} is below the row before ({pc}): \
+                         a CDF does not decrease"
+                    )));
+                }
+            }
+            if points.len() == MAX_CDF_ROWS {
+                return Err(err(format!("more than {MAX_CDF_ROWS} rows")));
+            }
+            points.push((size, cum));
+            last_line = line;
+        }
+        let Some(&(_, last)) = points.last() else {
+            return Err(CdfError {
+                line: 0,
+                msg: "no rows of size_bytes cumulative".into(),
+            });
+        };
+        let scale = if (last - 1.0).abs() <= 1e-6 {
+            1.0
+        } else if (last - 100.0).abs() <= 1e-4 {
+            100.0
+        } else {
+            return Err(CdfError {
+                line: last_line,
+                msg: format!("the last cumulative value must be 1 (or 100 in percent), not {last}"),
+            });
+        };
+        for p in &mut points {
+            p.1 = (p.1 / scale).min(1.0);
+        }
+        if let Some(p) = points.last_mut() {
+            p.1 = 1.0;
+        }
+        let cdf = Cdf { points };
+        if cdf.mean() < 1.0 {
+            return Err(CdfError {
+                line: 0,
+                msg: "the mean flow size is below one byte".into(),
+            });
+        }
+        Ok(cdf)
+    }
+
+    /// Reads and parses the file at `path`; the error names it.
+    pub fn load(path: &Path) -> Result<Cdf, String> {
+        let p = path.display();
+        let mut text = String::new();
+        std::fs::File::open(path)
+            .and_then(|f| f.take(MAX_CDF_FILE + 1).read_to_string(&mut text))
+            .map_err(|e| format!("cannot read {p}: {e}"))?;
+        if text.len() as u64 > MAX_CDF_FILE {
+            return Err(format!("{p} is above {MAX_CDF_FILE} bytes"));
+        }
+        Cdf::parse(&text).map_err(|e| match e.line {
+            0 => format!("{p}: {}", e.msg),
+            l => format!("{p}:{l}: {}", e.msg),
+        })
+    }
+
+    /// The (size in bytes, cumulative probability) points; the last
+    /// probability is 1.
+    pub fn points(&self) -> &[(f64, f64)] {
+        &self.points
+    }
+
+    /// The mean size of the distribution the points describe (uniform
+    /// between points, the first point's probability on its size).
+    pub fn mean(&self) -> f64 {
+        let p = &self.points;
+        let mut m = p[0].0 * p[0].1;
+        for w in p.windows(2) {
+            m += (w[1].1 - w[0].1) * (w[0].0 + w[1].0) / 2.0;
+        }
+        m
+    }
+
+    /// The size at probability `u` in [0, 1] (inverse transform, linear
+    /// between points), rounded, at least 1 byte.
+    pub fn sample(&self, u: f64) -> u64 {
+        let p = &self.points;
+        let u = if u.is_nan() { 0.0 } else { u.clamp(0.0, 1.0) };
+        let i = p.partition_point(|&(_, c)| c < u);
+        let x = if i == 0 {
+            p[0].0
+        } else if i >= p.len() {
+            p[p.len() - 1].0
+        } else {
+            let ((s0, c0), (s1, c1)) = (p[i - 1], p[i]);
+            s0 + (s1 - s0) * (u - c0) / (c1 - c0)
+        };
+        (x.round() as u64).max(1)
+    }
+}
+
+/// Header bytes of every RoCE v2 data packet on an untagged IPv4 frame:
+/// Ethernet 14, IPv4 20, UDP 8, BTH 12, ICRC 4 (IBTA A17 §17.3). The
+/// simulator adds no preamble, gap or FCS.
+pub const PACKET_HEADER_BYTES: u64 = 58;
+/// The RETH a WRITE's first packet carries (IBTA §9.3.3).
+pub const RETH_BYTES: u64 = 16;
+
+/// Bytes on the wire for `bytes` of payload in packets of at most `mtu`:
+/// the payload, every packet's headers and one RETH.
+pub fn wire_bytes(bytes: u64, mtu: u32) -> u64 {
+    let packets = bytes.div_ceil(u64::from(mtu.max(1))).max(1);
+    bytes
+        .saturating_add(packets.saturating_mul(PACKET_HEADER_BYTES))
+        .saturating_add(RETH_BYTES)
+}
+
+/// The completion time of a flow of `bytes` alone on its path: its wire
+/// bytes ([`wire_bytes`]) serialised at the bottleneck's `rate_bps`, plus
+/// `base_rtt_ns` ([`super::config::PathSpec::base_rtt_ns`]). A lower
+/// bound: store-and-forward at the other hops is not counted. `u64::MAX`
+/// for a rate of 0.
+pub fn ideal_fct_ns(bytes: u64, rate_bps: u64, base_rtt_ns: u64, mtu: u32) -> u64 {
+    if rate_bps == 0 {
+        return u64::MAX;
+    }
+    let bits = u128::from(wire_bytes(bytes, mtu)) * 8 * 1_000_000_000;
+    let ser = bits.div_ceil(u128::from(rate_bps));
+    u64::try_from(ser)
+        .unwrap_or(u64::MAX)
+        .saturating_add(base_rtt_ns)
+}
+
+/// Flow sizes for slowdown reporting (KB = 1000 bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub enum SizeBucket {
+    #[serde(rename = "<=10KB")]
+    UpTo10K,
+    #[serde(rename = "10-100KB")]
+    To100K,
+    #[serde(rename = "100KB-1MB")]
+    To1M,
+    #[serde(rename = "1-10MB")]
+    To10M,
+    #[serde(rename = ">10MB")]
+    Above10M,
+}
+
+impl SizeBucket {
+    /// Every bucket, smallest first.
+    pub const ALL: [SizeBucket; 5] = [
+        SizeBucket::UpTo10K,
+        SizeBucket::To100K,
+        SizeBucket::To1M,
+        SizeBucket::To10M,
+        SizeBucket::Above10M,
+    ];
+
+    /// The bucket of a flow of `bytes` (upper bounds included).
+    pub fn of(bytes: u64) -> SizeBucket {
+        match bytes {
+            0..=10_000 => SizeBucket::UpTo10K,
+            10_001..=100_000 => SizeBucket::To100K,
+            100_001..=1_000_000 => SizeBucket::To1M,
+            1_000_001..=10_000_000 => SizeBucket::To10M,
+            _ => SizeBucket::Above10M,
+        }
+    }
+
+    /// Its name in reports (as it serialises).
+    pub fn label(self) -> &'static str {
+        match self {
+            SizeBucket::UpTo10K => "<=10KB",
+            SizeBucket::To100K => "10-100KB",
+            SizeBucket::To1M => "100KB-1MB",
+            SizeBucket::To10M => "1-10MB",
+            SizeBucket::Above10M => ">10MB",
+        }
+    }
+}
+
+/// One completed flow: its size, completion time and ideal
+/// ([`ideal_fct_ns`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct FctSample {
+    pub bytes: u64,
+    pub fct_ns: u64,
+    pub ideal_ns: u64,
+}
+
+impl FctSample {
+    /// FCT over the ideal (an ideal of 0 counts as 1 ns).
+    pub fn slowdown(&self) -> f64 {
+        self.fct_ns as f64 / self.ideal_ns.max(1) as f64
+    }
+}
+
+/// The slowdowns of one size bucket; `None` without flows.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct SlowdownStats {
+    pub bucket: SizeBucket,
+    pub count: usize,
+    pub mean: Option<f64>,
+    /// Nearest-rank percentiles.
+    pub p50: Option<f64>,
+    pub p99: Option<f64>,
+}
+
+/// Per-bucket slowdown figures of `samples`, one entry per bucket in
+/// [`SizeBucket::ALL`] order.
+pub fn slowdown_by_bucket(samples: &[FctSample]) -> Vec<SlowdownStats> {
+    let mut by: [Vec<f64>; 5] = Default::default();
+    for s in samples {
+        let b = SizeBucket::of(s.bytes);
+        by[SizeBucket::ALL.iter().position(|&x| x == b).unwrap_or(4)].push(s.slowdown());
+    }
+    SizeBucket::ALL
+        .iter()
+        .zip(by.iter_mut())
+        .map(|(&bucket, v)| {
+            v.sort_by(f64::total_cmp);
+            let pct = |p: f64| {
+                let n = v.len();
+                (n > 0).then(|| v[((p / 100.0 * n as f64).ceil() as usize).clamp(1, n) - 1])
+            };
+            SlowdownStats {
+                bucket,
+                count: v.len(),
+                mean: (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64),
+                p50: pct(50.0),
+                p99: pct(99.0),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

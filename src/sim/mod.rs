@@ -1,0 +1,12 @@
+//! Runs of the real transport on the simulated fabric
+//! ([`crate::backend::fabric`]), in virtual time: [`net`] puts transport
+//! devices on the fabric; [`soak`] is `ferroce sim` (two hosts, a mix of
+//! verbs, every byte checked); [`incast`] is `ferroce sim --incast`; [`lab`]
+//! is `ferroce lab` (experiment files, fabrics, workloads, plots).
+
+#![deny(unsafe_code)]
+
+pub mod incast;
+pub mod lab;
+pub mod net;
+pub mod soak;

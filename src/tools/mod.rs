@@ -1,0 +1,20 @@
+//! The user-facing tools, each the body of a `ferroce` subcommand:
+//! rdma-core's and perftest's interop tools ([`pingpong`], [`perftest`])
+//! with their out-of-band exchange ([`oob`], [`exchange`]), `ferroce demo`
+//! ([`demo`]), the link test and its probe frames ([`linktest`],
+//! [`probe`]), the capture decoder ([`decode`]), the benchmarks ([`bench`])
+//! and what every tool does to open a DPDK port ([`port`]).
+
+#![deny(unsafe_code)]
+
+pub mod bench;
+pub mod decode;
+pub mod demo;
+pub mod exchange;
+pub mod linktest;
+pub mod oob;
+pub mod perftest;
+pub mod pingpong;
+#[cfg(feature = "dpdk")]
+pub mod port;
+pub mod probe;

@@ -1,0 +1,681 @@
+//! `ferroce write-bw | read-bw | send-bw | atomic-bw | write-lat |
+//! read-lat | send-lat`: perftest's `ib_*` tools on a ferroce port, the
+//! same on the wire and in perftest's default TCP exchange (not RDMA-CM),
+//! so that either end can be perftest.
+//!
+//! What perftest does, and so what these do (the source is linux-rdma
+//! perftest, `src/perftest_communication.c`, `perftest_resources.c` and
+//! each tool's `main`; the exchange of [`crate::tools::oob::perftest`]):
+//! - setup: version (we announce 6.06), page size and cache line (each
+//!   side takes the larger), MTU (the smaller), then one keys message per
+//!   QP and barriers of QP 0's keys, in the order of each tool's `main`
+//!   (`Test::sequence`);
+//! - one region for all QPs, `2 x N` slots of `max(size, page)` bytes:
+//!   slot `i` is QP `i`'s local buffer, slot `N + i` the one it publishes
+//!   (its `vaddr`) for the peer's WRITEs, READs and atomics;
+//! - bandwidth: the client keeps `tx_depth` work requests outstanding per
+//!   QP, signals one in `cq_mod`, and cycles its remote address over the
+//!   slot when messages are at most half a page; the server of write, read
+//!   and atomic tests is passive (it answers, it posts nothing); the
+//!   client's results go to the server, which prints them;
+//! - latency: write-lat is a ping-pong of WRITEs in which the listener
+//!   writes first and each side watches the last byte of its slot for the
+//!   sequence number; send-lat a ping-pong of SENDs the client starts;
+//!   read-lat one READ at a time from the client.
+//!
+//! QP attributes as perftest sets them: access by verb, `min_rnr_timer`
+//! 12, timeout 14, `retry_cnt` 7, `rnr_retry` 7, hop limit 255,
+//! `max_dest_rd_atomic` = our `out_reads`, `max_rd_atomic` = the peer's.
+
+pub mod channel;
+pub mod report;
+mod run;
+
+use crate::backend::Backend;
+use crate::time::Duration;
+use crate::tools::exchange::{random_psn, Channel};
+use crate::tools::oob::perftest::Keys;
+use crate::tools::pingpong::Role;
+use crate::transport::{Access, Mtu, QpCounters};
+use crate::verbs::{Context, Mr, Qp};
+use anyhow::{bail, ensure, Context as _, Result};
+use channel::Agreed;
+use report::{BwReport, LatReport};
+use std::io::Write;
+use std::net::SocketAddr;
+
+/// The seven tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize)]
+pub enum Test {
+    WriteBw,
+    ReadBw,
+    SendBw,
+    AtomicBw,
+    WriteLat,
+    ReadLat,
+    SendLat,
+}
+
+/// The operation a test measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verb {
+    Send,
+    Write,
+    Read,
+    Atomic,
+}
+
+/// The atomic of atomic-bw (`-A`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AtomicKind {
+    #[value(name = "FETCH_AND_ADD")]
+    FetchAndAdd,
+    #[value(name = "CMP_AND_SWAP")]
+    CmpAndSwap,
+}
+
+/// One step of the exchange before or after the data phase.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// One keys message per QP (each QP's own).
+    KeysPerQp,
+    /// Bring the QPs to RTS towards the keys just received.
+    Connect,
+    /// Post the receives of a SEND test.
+    PostRecvs,
+    /// One keys message of QP 0 (a barrier).
+    Barrier,
+}
+
+impl Test {
+    pub const ALL: [Test; 7] = [
+        Test::WriteBw,
+        Test::ReadBw,
+        Test::SendBw,
+        Test::AtomicBw,
+        Test::WriteLat,
+        Test::ReadLat,
+        Test::SendLat,
+    ];
+
+    pub fn verb(self) -> Verb {
+        match self {
+            Test::WriteBw | Test::WriteLat => Verb::Write,
+            Test::ReadBw | Test::ReadLat => Verb::Read,
+            Test::SendBw | Test::SendLat => Verb::Send,
+            Test::AtomicBw => Verb::Atomic,
+        }
+    }
+
+    pub fn is_bw(self) -> bool {
+        matches!(
+            self,
+            Test::WriteBw | Test::ReadBw | Test::SendBw | Test::AtomicBw
+        )
+    }
+
+    /// The subcommand's name (`ib_` + this with `_` is perftest's).
+    pub fn name(self) -> &'static str {
+        match self {
+            Test::WriteBw => "write-bw",
+            Test::ReadBw => "read-bw",
+            Test::SendBw => "send-bw",
+            Test::AtomicBw => "atomic-bw",
+            Test::WriteLat => "write-lat",
+            Test::ReadLat => "read-lat",
+            Test::SendLat => "send-lat",
+        }
+    }
+
+    /// The exchange before the data phase (each tool's `main`).
+    fn sequence(self) -> &'static [Step] {
+        use Step::*;
+        match self {
+            Test::WriteBw | Test::ReadBw | Test::AtomicBw => {
+                &[KeysPerQp, Connect, KeysPerQp, Barrier]
+            }
+            Test::SendBw => &[KeysPerQp, Connect, Barrier, KeysPerQp, PostRecvs, Barrier],
+            Test::WriteLat | Test::ReadLat => &[Barrier, KeysPerQp, Connect, KeysPerQp, Barrier],
+            Test::SendLat => &[KeysPerQp, Connect, Barrier, KeysPerQp, PostRecvs, Barrier],
+        }
+    }
+}
+
+/// The options perftest's tools share (`perftest_parameters.c`), with its
+/// defaults where `None`.
+#[derive(Debug, Clone)]
+pub struct Opts {
+    pub test: Test,
+    /// `-s`: bytes per message (default 65536 for bandwidth, 2 for
+    /// latency, 8 for atomics).
+    pub size: Option<u64>,
+    /// `-n`: messages per QP (default 5000 for write-bw, else 1000).
+    pub iters: Option<u64>,
+    /// `-D`: run this many seconds instead of a count (bandwidth tests).
+    pub duration: Option<u32>,
+    /// `-m`: the path MTU we offer (default: the port's active MTU).
+    pub mtu: Option<Mtu>,
+    /// `-x`: the GID index.
+    pub gid_index: u8,
+    /// `-q`: QPs (bandwidth tests).
+    pub qps: u32,
+    /// `-t`: outstanding work requests per QP (default 128, 1 for latency).
+    pub tx_depth: Option<u32>,
+    /// `-r`: receives posted per QP (default 512 for SEND tests).
+    pub rx_depth: Option<u32>,
+    /// `-Q`: one completion per this many work requests (default 100,
+    /// forced to 1 above 8 KiB messages).
+    pub cq_mod: Option<u32>,
+    /// `-A`: the atomic of atomic-bw.
+    pub atomic: AtomicKind,
+    /// `--report_gbits`.
+    pub report_gbits: bool,
+    /// `-p`: the TCP port of the exchange.
+    pub tcp_port: u16,
+    /// Longest wait for the peer at any one step.
+    pub timeout: std::time::Duration,
+    /// The device name the banner shows.
+    pub device: String,
+}
+
+impl Opts {
+    pub fn new(test: Test) -> Opts {
+        Opts {
+            test,
+            size: None,
+            iters: None,
+            duration: None,
+            mtu: None,
+            gid_index: 0,
+            qps: 1,
+            tx_depth: None,
+            rx_depth: None,
+            cq_mod: None,
+            atomic: AtomicKind::FetchAndAdd,
+            report_gbits: false,
+            tcp_port: 18515,
+            timeout: std::time::Duration::from_secs(60),
+            device: "ferroce0".into(),
+        }
+    }
+}
+
+/// The options with perftest's defaults and dependencies applied
+/// (`init_perftest_params`, `force_dependecies`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Params {
+    pub test: Test,
+    pub size: u64,
+    /// Messages per QP (0 with a duration).
+    pub iters: u64,
+    pub duration: Option<u32>,
+    pub qps: u32,
+    pub tx_depth: u32,
+    pub rx_depth: u32,
+    pub cq_mod: u32,
+    pub atomic: AtomicKind,
+    pub gbits: bool,
+}
+
+/// Page size and cache line we announce (`check_sys_data`).
+const PAGE: u32 = 4096;
+const CACHE_LINE: u32 = 64;
+/// Messages above this many bytes get a completion each
+/// (`MSG_SIZE_CQ_MOD_LIMIT`).
+const CQ_MOD_LIMIT: u64 = 8192;
+
+impl Params {
+    pub fn from_opts(o: &Opts) -> Result<Params> {
+        let t = o.test;
+        let size = o.size.unwrap_or(match t {
+            Test::AtomicBw => 8,
+            _ if t.is_bw() => 65536,
+            _ => 2,
+        });
+        ensure!(
+            size > 0 && size <= 1 << 31,
+            "-s {size}: from 1 byte to 2 GiB"
+        );
+        ensure!(t != Test::AtomicBw || size == 8, "-s: atomics are 8 bytes");
+        ensure!(o.qps >= 1 && o.qps <= 1024, "-q {}: 1 to 1024 QPs", o.qps);
+        ensure!(t.is_bw() || o.qps == 1, "-q: latency tests use one QP");
+        ensure!(
+            o.duration.is_none() || t.is_bw(),
+            "-D: duration runs are for bandwidth tests here"
+        );
+        let iters = match o.duration {
+            Some(d) => {
+                ensure!(d > 0, "-D: at least one second");
+                0
+            }
+            None => o
+                .iters
+                .unwrap_or(if t == Test::WriteBw { 5000 } else { 1000 }),
+        };
+        ensure!(
+            o.duration.is_some() || iters >= 5 || t.is_bw(),
+            "-n {iters}: a latency test needs at least 5 iterations"
+        );
+        ensure!(
+            o.duration.is_some() || iters >= 1,
+            "-n: at least one iteration"
+        );
+        let cap = |v: u32| if iters > 0 { v.min(iters as u32) } else { v };
+        let tx_depth = cap(o.tx_depth.unwrap_or(if t.is_bw() { 128 } else { 1 })).max(1);
+        let rx_depth = cap(o
+            .rx_depth
+            .unwrap_or(if t.verb() == Verb::Send { 512 } else { 1 }))
+        .max(1);
+        let mut cq_mod = o.cq_mod.unwrap_or(if size > CQ_MOD_LIMIT || !t.is_bw() {
+            1
+        } else {
+            100
+        });
+        cq_mod = cq_mod.clamp(1, tx_depth);
+        Ok(Params {
+            test: t,
+            size,
+            iters,
+            duration: o.duration,
+            qps: o.qps,
+            tx_depth,
+            rx_depth,
+            cq_mod,
+            atomic: o.atomic,
+            gbits: o.report_gbits,
+        })
+    }
+
+    /// perftest's `BUFF_SIZE`: a slot.
+    fn slot(&self, cycle_buffer: u32) -> u64 {
+        self.size.max(cycle_buffer as u64)
+    }
+
+    /// The stride of the remote address in a bandwidth test, or `None`
+    /// when every message goes to the start of the slot
+    /// (`increase_rem_addr`: messages of at most half a page cycle over
+    /// the page in cache-line-rounded steps).
+    fn stride(&self, a: &Agreed) -> Option<(u64, u64)> {
+        if !self.test.is_bw() || self.size > (a.cycle_buffer / 2) as u64 {
+            return None;
+        }
+        let cl = a.cache_line.max(1) as u64;
+        let inc = if self.size > cl {
+            self.size.div_ceil(cl) * cl
+        } else {
+            cl
+        };
+        Some((inc, (a.cycle_buffer as u64 / inc).max(1)))
+    }
+
+    fn access(&self) -> Access {
+        Access::LOCAL_WRITE
+            | match self.test.verb() {
+                Verb::Write => Access::REMOTE_WRITE,
+                Verb::Read => Access::REMOTE_READ,
+                Verb::Atomic => Access::REMOTE_ATOMIC,
+                Verb::Send => Access::REMOTE_WRITE,
+            }
+    }
+
+    fn title(&self) -> String {
+        let what = match self.test.verb() {
+            Verb::Send => "Send",
+            Verb::Write => "RDMA_Write",
+            Verb::Read => "RDMA_Read",
+            Verb::Atomic => match self.atomic {
+                AtomicKind::FetchAndAdd => "Atomic FETCH_AND_ADD",
+                AtomicKind::CmpAndSwap => "Atomic CMP_AND_SWAP",
+            },
+        };
+        let kind = if self.test.is_bw() { "BW" } else { "Latency" };
+        format!("{what} {kind} Test")
+    }
+}
+
+/// The result of one run.
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    Bw(BwReport),
+    Lat(LatReport),
+    /// The passive side of a latency test prints no numbers.
+    None,
+}
+
+/// What happened, for the caller to print and check.
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub params: Params,
+    pub local: Vec<Keys>,
+    pub remote: Vec<Keys>,
+    pub outcome: Outcome,
+    /// The QPs' counters, summed.
+    pub counters: QpCounters,
+    /// Messages whose bytes were not what the peer sent (the SEND
+    /// receiver checks the pattern ferroce sends; perftest sends random
+    /// bytes, so this counts only between two ferroce ends).
+    pub bad_payloads: u64,
+    /// Work requests that completed with an error.
+    pub errors: u64,
+}
+
+/// The resources of a run.
+struct Setup {
+    p: Params,
+    a: Agreed,
+    mr: Mr,
+    qps: Vec<Qp>,
+    scq: crate::verbs::Cq,
+    rcq: crate::verbs::Cq,
+    local: Vec<Keys>,
+    remote: Vec<Keys>,
+    server: bool,
+}
+
+impl Setup {
+    fn slot(&self) -> u64 {
+        self.p.slot(self.a.cycle_buffer)
+    }
+    /// Offset of QP `i`'s local buffer in the region.
+    fn local_off(&self, i: usize) -> u64 {
+        i as u64 * self.slot()
+    }
+    /// Offset of QP `i`'s published slot.
+    fn published_off(&self, i: usize) -> u64 {
+        (self.p.qps as u64 + i as u64) * self.slot()
+    }
+}
+
+/// Runs one end of `opts.test` on `ctx`, printing as perftest does.
+pub fn run<B: Backend>(
+    ctx: &mut Context<B>,
+    role: &Role,
+    opts: &Opts,
+    out: &mut dyn Write,
+) -> Result<Report> {
+    let p = Params::from_opts(opts)?;
+    let limit = Duration::from_nanos(opts.timeout.as_nanos() as u64);
+    let server = matches!(role, Role::Server);
+    if server {
+        writeln!(out, "\n************************************")?;
+        writeln!(out, "* Waiting for client to connect... *")?;
+        writeln!(out, "************************************")?;
+    }
+    let mut ch = match role {
+        Role::Server => Channel::accept(ctx, opts.tcp_port, limit)?,
+        Role::Client(ip) => Channel::connect(ctx, SocketAddr::new(*ip, opts.tcp_port), limit)?,
+    };
+    let port = ctx.query_port();
+    let want = opts.mtu.unwrap_or(port.active_mtu).min(port.active_mtu);
+    let a = channel::setup(&mut ch, ctx, PAGE, CACHE_LINE, want as u8)?;
+    let mtu = Mtu::ALL[(a.mtu.clamp(1, 5) - 1) as usize];
+
+    // One region: 2 x N slots, each rounded up to the cache line.
+    let slot = p.slot(a.cycle_buffer);
+    let cl = a.cache_line.max(1) as u64;
+    let rounded = slot.div_ceil(cl) * cl;
+    let len = rounded * 2 * p.qps as u64;
+    let pd = ctx.alloc_pd();
+    let mr = ctx
+        .reg_mr(&pd, len as usize, p.access())
+        .context("registering the test buffer")?;
+    // Random bytes, as perftest fills its buffer (write-lat: zeroes).
+    if p.test != Test::WriteLat {
+        let mut x = random_psn(7) as u64 | 1;
+        for b in ctx.mr_mut(&mr)?.iter_mut() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            *b = x as u8;
+        }
+    }
+    let depth = (p.tx_depth as usize) * p.qps as usize;
+    let scq = ctx.create_cq(depth.max(1) + 16)?;
+    let rcq = ctx.create_cq((p.rx_depth as usize) * p.qps as usize + 16)?;
+    let out_reads: u16 = match p.test.verb() {
+        Verb::Read | Verb::Atomic => ctx.device().config().max_qp_rd_atom as u16,
+        _ => 1,
+    };
+    let gid = ctx.query_gid(opts.gid_index)?;
+    let mut qps = Vec::new();
+    let mut local = Vec::new();
+    for i in 0..p.qps {
+        let caps = crate::transport::QpCaps {
+            max_send_wr: p.tx_depth.max(1),
+            max_recv_wr: p.rx_depth.max(1),
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data: 0,
+            ..Default::default()
+        };
+        let qp = ctx.create_qp(&pd, &scq, &rcq, caps)?;
+        local.push(Keys {
+            lid: 0,
+            out_reads,
+            qpn: qp.num(),
+            psn: random_psn(i),
+            rkey: mr.rkey(),
+            vaddr: mr.addr() + (p.qps as u64 + i as u64) * slot,
+            gid: gid.gid,
+            srqn: 0,
+        });
+        qps.push(qp);
+    }
+    let mut s = Setup {
+        p,
+        a,
+        mr,
+        qps,
+        scq,
+        rcq,
+        local,
+        remote: Vec::new(),
+        server,
+    };
+
+    report::print_banner(
+        &report::Banner {
+            title: &p.title(),
+            device: &opts.device,
+            qps: p.qps,
+            tx_depth: (!server || !p.test.is_bw()).then_some(p.tx_depth),
+            rx_depth: (p.test.verb() == Verb::Send && (server || !p.test.is_bw()))
+                .then_some(p.rx_depth),
+            cq_mod: p.test.is_bw().then_some(p.cq_mod),
+            mtu_bytes: mtu.bytes(),
+            gid_index: opts.gid_index,
+            out_reads: matches!(p.test.verb(), Verb::Read | Verb::Atomic).then_some(out_reads),
+        },
+        out,
+    )?;
+
+    for step in p.test.sequence() {
+        match step {
+            Step::KeysPerQp => {
+                let mut remote = Vec::new();
+                for k in s.local.clone() {
+                    remote.push(channel::keys(&mut ch, ctx, &k)?);
+                }
+                s.remote = remote;
+            }
+            Step::Connect => {
+                check_gids(&s.local[0], &s.remote[0])?;
+                connect(ctx, &s, mtu)?;
+            }
+            Step::PostRecvs => run::post_initial_recvs(ctx, &s)?,
+            Step::Barrier => {
+                let k = channel::keys(&mut ch, ctx, &s.local[0])?;
+                match s.remote.first_mut() {
+                    Some(r) => *r = k,
+                    None => s.remote.push(k),
+                }
+            }
+        }
+    }
+    let rdma = matches!(p.test.verb(), Verb::Write | Verb::Read);
+    let read = p.test.verb() == Verb::Read;
+    for k in &s.local {
+        report::print_keys("local", k, rdma, read, out)?;
+    }
+    for k in &s.remote {
+        report::print_keys("remote", k, rdma, read, out)?;
+    }
+    writeln!(out, "{}", report::RESULT_LINE)?;
+
+    let run_limit = limit + Duration::from_secs(p.duration.unwrap_or(0) as u64);
+    let mut errors = 0;
+    let mut bad = 0;
+    let outcome = match (p.test, server) {
+        (Test::WriteBw | Test::ReadBw | Test::AtomicBw, false) => {
+            writeln!(out, "{}", BwReport::header(p.gbits))?;
+            let r = run::bw_client(ctx, &s, limit, &mut errors)?;
+            writeln!(out, "{}", r.row())?;
+            writeln!(out, "{}", report::RESULT_LINE)?;
+            s.remote[0] = channel::keys(&mut ch, ctx, &s.local[0])?;
+            exchange_reports(&mut ch, ctx, &r)?;
+            s.remote[0] = channel::keys(&mut ch, ctx, &s.local[0])?;
+            Outcome::Bw(r)
+        }
+        (Test::WriteBw | Test::ReadBw | Test::AtomicBw, true) => {
+            writeln!(out, "{}", BwReport::header(p.gbits))?;
+            // Passive: answer the client's requests until it is done.
+            s.remote[0] = channel::barrier_after_run(&mut ch, ctx, &s.local[0], run_limit)?;
+            let mut r = exchange_reports(&mut ch, ctx, &BwReport::default())?;
+            r.gbits = p.gbits;
+            writeln!(out, "{}", r.row())?;
+            writeln!(out, "{}", report::RESULT_LINE)?;
+            s.remote[0] = channel::keys(&mut ch, ctx, &s.local[0])?;
+            Outcome::Bw(r)
+        }
+        (Test::SendBw, _) => {
+            writeln!(out, "{}", BwReport::header(p.gbits))?;
+            let r = if server {
+                run::send_bw_server(ctx, &s, limit, &mut errors, &mut bad)?
+            } else {
+                run::bw_client(ctx, &s, limit, &mut errors)?
+            };
+            writeln!(out, "{}", r.row())?;
+            writeln!(out, "{}", report::RESULT_LINE)?;
+            s.remote[0] = channel::barrier_after_run(&mut ch, ctx, &s.local[0], run_limit)?;
+            Outcome::Bw(r)
+        }
+        (Test::WriteLat, _) => {
+            writeln!(out, "{}", LatReport::HEADER)?;
+            let r = run::write_lat(ctx, &s, limit, &mut errors)?;
+            writeln!(out, "{}", r.row())?;
+            writeln!(out, "{}", report::RESULT_LINE)?;
+            Outcome::Lat(r)
+        }
+        (Test::ReadLat, false) => {
+            writeln!(out, "{}", LatReport::HEADER)?;
+            let r = run::read_lat(ctx, &s, limit, &mut errors)?;
+            writeln!(out, "{}", r.row())?;
+            writeln!(out, "{}", report::RESULT_LINE)?;
+            s.remote[0] = channel::keys(&mut ch, ctx, &s.local[0])?;
+            Outcome::Lat(r)
+        }
+        (Test::ReadLat, true) => {
+            s.remote[0] = channel::barrier_after_run(&mut ch, ctx, &s.local[0], run_limit)?;
+            writeln!(out, "{}", report::RESULT_LINE)?;
+            Outcome::None
+        }
+        (Test::SendLat, _) => {
+            writeln!(out, "{}", LatReport::HEADER)?;
+            let r = run::send_lat(ctx, &s, limit, &mut errors, &mut bad)?;
+            writeln!(out, "{}", r.row())?;
+            writeln!(out, "{}", report::RESULT_LINE)?;
+            s.remote[0] = channel::keys(&mut ch, ctx, &s.local[0])?;
+            Outcome::Lat(r)
+        }
+    };
+    ch.close(ctx);
+    // Let the last ACKs leave and the peer's last frames be answered.
+    ctx.progress_until(Duration::from_millis(50), |_| false);
+    let mut counters = QpCounters::default();
+    for qp in &s.qps {
+        counters.add(&ctx.qp_counters(qp)?);
+    }
+    // Leave the context as we found it (the demo runs tool after tool).
+    for qp in s.qps {
+        ctx.destroy_qp(qp).map_err(|e| e.error)?;
+    }
+    ctx.dereg_mr(s.mr).map_err(|e| e.error)?;
+    ctx.destroy_cq(s.scq).map_err(|e| e.error)?;
+    ctx.destroy_cq(s.rcq).map_err(|e| e.error)?;
+    ctx.dealloc_pd(pd).map_err(|e| e.error)?;
+    Ok(Report {
+        params: p,
+        local: s.local,
+        remote: s.remote,
+        outcome,
+        counters,
+        bad_payloads: bad,
+        errors,
+    })
+}
+
+/// perftest's `ctx_check_gid_compatibility`: both GIDs IPv4-mapped, or
+/// neither.
+fn check_gids(a: &Keys, b: &Keys) -> Result<()> {
+    let v4 = |k: &Keys| k.gid[..12] == [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff];
+    if v4(a) != v4(b) {
+        bail!("Found Incompatibility issue with GID types: ours and the peer's are not both IPv4-mapped");
+    }
+    Ok(())
+}
+
+/// Brings every QP to RTS towards its peer, with perftest's attributes.
+fn connect<B: Backend>(ctx: &mut Context<B>, s: &Setup, mtu: Mtu) -> Result<()> {
+    use crate::transport::connect::{connect_steps, ConnectParams};
+    let params = ConnectParams {
+        mtu,
+        timeout: 14,
+        retry_cnt: 7,
+        rnr_retry: 7,
+        min_rnr_timer: 12,
+        max_rd_atomic: 1,
+        access: s.p.access(),
+        ..ConnectParams::default()
+    };
+    let max = ctx.device().config().max_qp_rd_atom;
+    for (i, qp) in s.qps.iter().enumerate() {
+        let (l, r) = (&s.local[i], &s.remote[i]);
+        let ip = crate::tools::oob::ip_of(&r.gid);
+        let zero = crate::wire::MacAddr([0; 6]);
+        for (mut attr, mask) in connect_steps(r.qpn, zero, ip, &params, l.psn, r.psn) {
+            attr.max_dest_rd_atomic = (l.out_reads as u8).max(1);
+            attr.max_rd_atomic = (r.out_reads.min(max as u16) as u8).max(1);
+            if let Some(av) = attr.ah_attr.as_mut() {
+                av.hop_limit = 0xFF;
+            }
+            ctx.modify_qp(qp, &attr, mask)
+                .with_context(|| format!("connecting QP {:#x}", qp.num()))?;
+        }
+    }
+    Ok(())
+}
+
+/// `xchg_bw_reports`: size, iterations, peak, average, message rate, each
+/// as 8 big-endian bytes, the client's first.
+fn exchange_reports<B: Backend>(
+    ch: &mut Channel,
+    ctx: &mut Context<B>,
+    mine: &BwReport,
+) -> Result<BwReport> {
+    let size = channel::exchange_u64(ch, ctx, mine.size)?;
+    let iters = channel::exchange_u64(ch, ctx, mine.iters)?;
+    let peak = f64::from_bits(channel::exchange_u64(ch, ctx, mine.bw_peak.to_bits())?);
+    let avg = f64::from_bits(channel::exchange_u64(ch, ctx, mine.bw_avg.to_bits())?);
+    let rate = f64::from_bits(channel::exchange_u64(ch, ctx, mine.msg_rate.to_bits())?);
+    Ok(BwReport {
+        size,
+        iters,
+        bw_peak: peak,
+        bw_avg: avg,
+        msg_rate: rate,
+        gbits: mine.gbits,
+    })
+}
+
+#[cfg(test)]
+mod tests;

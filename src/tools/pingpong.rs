@@ -1,0 +1,365 @@
+//! `ferroce pingpong`: rdma-core's `ibv_rc_pingpong` on a ferroce host,
+//! the same on the wire and in its TCP exchange, so that either end can be
+//! the other tool.
+//!
+//! As `ibv_rc_pingpong` does (rdma-core `libibverbs/examples/rc_pingpong.c`):
+//! a QP with local-write access only, a random 24-bit first PSN, `rx_depth`
+//! receives posted (and topped up), SEND messages of `size` bytes of 0x7b;
+//! the client sends first, each side sends its next message once its last
+//! send and a receive have completed; `iters` each way. Connection:
+//! path MTU as asked, `min_rnr_timer` 12, `max_dest_rd_atomic` 1, timeout
+//! 14, `retry_cnt` 7, `rnr_retry` 7, `max_rd_atomic` 1. The exchange is
+//! [`crate::tools::oob::pingpong`]: the client writes its address, reads the
+//! server's, writes `done`; the server reads, connects, writes, reads
+//! `done`. The peer's MAC comes from ARP (the verbs context resolves the
+//! GID's address when the QP moves to RTR).
+
+use super::exchange::{random_psn, Channel};
+use crate::backend::Backend;
+use crate::time::Duration;
+use crate::tools::oob::{ip_of, pingpong};
+use crate::transport::{
+    Access, Mtu, Payload, QpCaps, QpCounters, RecvWr, SendOp, SendWr, WcStatus,
+};
+use crate::verbs::{ConnectParams, Context};
+use anyhow::{bail, ensure, Context as _, Result};
+use core::net::IpAddr;
+use std::io::Write;
+use std::net::SocketAddr;
+
+/// The byte `ibv_rc_pingpong` fills its buffer with.
+pub const FILL: u8 = 0x7b;
+
+/// What to run (`ibv_rc_pingpong`'s options and defaults).
+#[derive(Debug, Clone)]
+pub struct PingpongOpts {
+    /// `-s`: bytes per message.
+    pub size: u32,
+    /// `-n`: messages each way.
+    pub iters: u32,
+    /// `-m`: path MTU.
+    pub mtu: Mtu,
+    /// `-r`: receives posted.
+    pub rx_depth: u32,
+    /// `-p`: the TCP port of the exchange.
+    pub tcp_port: u16,
+    /// `-g`: the GID index.
+    pub gid_index: u8,
+    /// Give up after this long (the exchange and the run each).
+    pub timeout: std::time::Duration,
+}
+
+impl Default for PingpongOpts {
+    fn default() -> PingpongOpts {
+        PingpongOpts {
+            size: 4096,
+            iters: 1000,
+            mtu: Mtu::Mtu1024,
+            rx_depth: 500,
+            tcp_port: 18515,
+            gid_index: 0,
+            timeout: std::time::Duration::from_secs(30),
+        }
+    }
+}
+
+/// Which end.
+#[derive(Debug, Clone)]
+pub enum Role {
+    /// Waits for a client on the TCP port (of every address).
+    Server,
+    /// Connects to the server at this address (TCP).
+    Client(IpAddr),
+}
+
+/// What happened.
+#[derive(Debug, Clone)]
+pub struct PingpongReport {
+    pub local: pingpong::Dest,
+    pub remote: pingpong::Dest,
+    pub elapsed: Duration,
+    pub counters: QpCounters,
+    /// Messages received whose bytes were not all 0x7b.
+    pub bad_payloads: u32,
+}
+
+impl PingpongReport {
+    /// `ibv_rc_pingpong`'s lines.
+    pub fn print(&self, opts: &PingpongOpts, out: &mut dyn Write) -> std::io::Result<()> {
+        let secs = self.elapsed.as_secs_f64();
+        let bytes = opts.size as u64 * opts.iters as u64 * 2;
+        writeln!(
+            out,
+            "{} bytes in {:.2} seconds = {:.2} Mbit/sec",
+            bytes,
+            secs,
+            bytes as f64 * 8.0 / secs.max(1e-9) / 1e6
+        )?;
+        writeln!(
+            out,
+            "{} iters in {:.2} seconds = {:.2} usec/iter",
+            opts.iters,
+            secs,
+            secs * 1e6 / opts.iters.max(1) as f64
+        )
+    }
+}
+
+/// `ibv_rc_pingpong`'s address line.
+pub fn address_line(which: &str, d: &pingpong::Dest) -> String {
+    let gid = match ip_of(&d.gid) {
+        IpAddr::V4(v4) => format!("::ffff:{v4}"),
+        IpAddr::V6(v6) => v6.to_string(),
+    };
+    // "local address:" takes one more space, to line up with "remote".
+    let sep = if which.len() < 6 { "  " } else { " " };
+    format!(
+        "  {which} address:{sep}LID {:#06x}, QPN {:#08x}, PSN {:#08x}, GID {gid}",
+        d.lid, d.qpn, d.psn
+    )
+}
+
+/// Runs one end on `ctx`, printing the address lines to `out`; the
+/// caller prints the report.
+pub fn run<B: Backend>(
+    ctx: &mut Context<B>,
+    role: &Role,
+    opts: &PingpongOpts,
+    out: &mut dyn Write,
+) -> Result<PingpongReport> {
+    ensure!(opts.size > 0, "-s: the message size must be positive");
+    ensure!(opts.iters > 0, "-n: at least one iteration");
+    ensure!(opts.rx_depth >= 2, "-r: rx_depth must be at least 2");
+    let limit = Duration::from_nanos(opts.timeout.as_nanos() as u64);
+    let pd = ctx.alloc_pd();
+    let cq = ctx.create_cq(opts.rx_depth as usize + 2)?;
+    let mr = ctx.reg_mr(&pd, opts.size as usize, Access::LOCAL_WRITE)?;
+    ctx.mr_mut(&mr)?.fill(FILL);
+    let caps = QpCaps {
+        max_send_wr: 1,
+        max_recv_wr: opts.rx_depth,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        ..QpCaps::default()
+    };
+    let qp = ctx.create_qp(&pd, &cq, &cq, caps)?;
+    let gid = ctx.query_gid(opts.gid_index)?;
+    let local = pingpong::Dest {
+        lid: 0,
+        qpn: qp.num(),
+        psn: random_psn(0),
+        gid: gid.gid,
+    };
+    let params = ConnectParams {
+        mtu: opts.mtu,
+        timeout: 14,
+        retry_cnt: 7,
+        rnr_retry: 7,
+        min_rnr_timer: 12,
+        max_rd_atomic: 1,
+        access: Access::LOCAL_WRITE,
+        ..ConnectParams::default()
+    };
+    let connect = |ctx: &mut Context<B>, remote: &pingpong::Dest| -> Result<()> {
+        ctx.connect(
+            &qp,
+            remote.qpn,
+            ip_of(&remote.gid),
+            &params,
+            local.psn,
+            remote.psn,
+        )
+        .context("connecting the QP")
+    };
+    let remote = match role {
+        Role::Client(server) => {
+            let addr = SocketAddr::new(*server, opts.tcp_port);
+            let mut ch = Channel::connect(ctx, addr, limit)?;
+            ch.write(ctx, &local.emit())?;
+            let remote = pingpong::Dest::parse(&ch.read(ctx, pingpong::MSG_LEN)?)?;
+            ch.write(ctx, pingpong::DONE)?;
+            connect(ctx, &remote)?;
+            ch.close(ctx);
+            remote
+        }
+        Role::Server => {
+            let mut ch = Channel::accept(ctx, opts.tcp_port, limit)?;
+            let remote = pingpong::Dest::parse(&ch.read(ctx, pingpong::MSG_LEN)?)?;
+            connect(ctx, &remote)?;
+            ch.write(ctx, &local.emit())?;
+            let done = ch.read(ctx, pingpong::DONE.len())?;
+            ensure!(done == pingpong::DONE, "the client did not say done");
+            ch.close(ctx);
+            remote
+        }
+    };
+    writeln!(out, "{}", address_line("local", &local))?;
+    writeln!(out, "{}", address_line("remote", &remote))?;
+
+    // The ping-pong of rc_pingpong.c's main loop.
+    const RECV: u64 = 1;
+    const SEND: u64 = 2;
+    let sge = mr.sge(0, opts.size).context("our region")?;
+    let recv = || RecvWr {
+        wr_id: RECV,
+        sges: vec![sge],
+    };
+    let send = || SendWr::new(SEND, SendOp::Send, Payload::Sges(vec![sge]));
+    let mut routs = 0u32;
+    for _ in 0..opts.rx_depth {
+        ctx.post_recv(&qp, recv())?;
+        routs += 1;
+    }
+    let start = ctx.now();
+    let end = start + limit;
+    let mut pending_ops = RECV;
+    if matches!(role, Role::Client(_)) {
+        ctx.post_send(&qp, send())?;
+        pending_ops |= SEND;
+    }
+    let (mut rcnt, mut scnt, mut bad) = (0u32, 0u32, 0u32);
+    let mut wcs = Vec::with_capacity(16);
+    while rcnt < opts.iters || scnt < opts.iters {
+        let now = ctx.now();
+        if now > end {
+            bail!(
+                "timed out after {} with {scnt} of {} sent and {rcnt} received",
+                limit,
+                opts.iters
+            );
+        }
+        wcs.clear();
+        ctx.poll_cq(&cq, 16, &mut wcs)?;
+        for wc in &wcs {
+            if wc.status != WcStatus::Success {
+                bail!(
+                    "Failed status {} ({}) for wr_id {}",
+                    wc.status,
+                    wc.status as u32,
+                    wc.wr_id
+                );
+            }
+            match wc.wr_id {
+                SEND => scnt += 1,
+                RECV => {
+                    routs -= 1;
+                    if routs <= 1 {
+                        while routs < opts.rx_depth {
+                            ctx.post_recv(&qp, recv())?;
+                            routs += 1;
+                        }
+                    }
+                    rcnt += 1;
+                    let data = ctx.mr(&mr)?;
+                    if wc.byte_len != opts.size || data.iter().any(|&b| b != FILL) {
+                        bad += 1;
+                    }
+                }
+                id => bail!("Completion for unknown wr_id {id}"),
+            }
+            pending_ops &= !wc.wr_id;
+            if scnt < opts.iters && pending_ops == 0 {
+                ctx.post_send(&qp, send())?;
+                pending_ops = RECV | SEND;
+            }
+        }
+    }
+    let elapsed = ctx.now() - start;
+    // Let the last ACK leave before the port goes away.
+    ctx.progress_until(Duration::from_millis(50), |_| false);
+    let counters = ctx.qp_counters(&qp)?;
+    ctx.destroy_qp(qp).map_err(|e| e.error)?;
+    let _ = ctx.dereg_mr(mr);
+    let _ = ctx.destroy_cq(cq);
+    let _ = ctx.dealloc_pd(pd);
+    Ok(PingpongReport {
+        local,
+        remote,
+        elapsed,
+        counters,
+        bad_payloads: bad,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::loopback::{self, LoopbackPort};
+    use crate::time::{Clock, Instant};
+    use crate::tools::oob::gid_of;
+    use crate::verbs::ContextConfig;
+    use crate::wire::MacAddr;
+    use core::net::Ipv4Addr;
+
+    struct Wall(std::time::Instant);
+    impl Clock for Wall {
+        fn now(&self) -> Instant {
+            Instant::from_nanos(self.0.elapsed().as_nanos() as u64)
+        }
+    }
+
+    fn ctx(port: LoopbackPort, last: u8) -> Context<LoopbackPort> {
+        let cfg = ContextConfig::new(
+            MacAddr([2, 0, 0, 0, 0, last]),
+            Ipv4Addr::new(198, 18, 0, last).into(),
+        );
+        Context::open(port, Box::new(Wall(std::time::Instant::now())), cfg).unwrap()
+    }
+
+    /// Both ends in one process, each on its own thread and end of an
+    /// in-process link, the exchange over TCP on localhost.
+    #[test]
+    fn server_and_client_ping_pong_over_a_loopback_link() {
+        let (pa, pb) = loopback::pair(1024, 4352);
+        let port = 20000 + (std::process::id() % 20000) as u16;
+        let opts = PingpongOpts {
+            size: 4096,
+            iters: 200,
+            tcp_port: port,
+            timeout: std::time::Duration::from_secs(20),
+            ..PingpongOpts::default()
+        };
+        let o2 = opts.clone();
+        let server = std::thread::spawn(move || {
+            let mut out = Vec::new();
+            let r = run(&mut ctx(pa, 1), &Role::Server, &o2, &mut out);
+            (r, String::from_utf8(out).unwrap())
+        });
+        // The client tries again until the server listens.
+        let mut out = Vec::new();
+        let client = "127.0.0.1".parse().unwrap();
+        let rc = run(&mut ctx(pb, 2), &Role::Client(client), &opts, &mut out)
+            .unwrap_or_else(|e| panic!("client: {e:#}"));
+        let out_c = String::from_utf8(out).unwrap();
+        let (rs, out_s) = server.join().unwrap();
+        let rs = rs.unwrap();
+        assert_eq!(rc.remote, rs.local);
+        assert_eq!(rs.remote, rc.local);
+        assert_eq!((rc.bad_payloads, rs.bad_payloads), (0, 0));
+        assert_eq!(rc.counters.rdma_sends, 200);
+        assert_eq!(rs.counters.rdma_recvs, 200);
+        assert!(
+            out_c.starts_with("  local address:  LID 0x0000, QPN 0x"),
+            "{out_c}"
+        );
+        assert!(out_s.contains("GID ::ffff:198.18.0.2"), "{out_s}");
+        let mut lines = Vec::new();
+        rc.print(&opts, &mut lines).unwrap();
+        let text = String::from_utf8(lines).unwrap();
+        assert!(text.starts_with("1638400 bytes in "), "{text}");
+        assert!(text.contains("200 iters in "), "{text}");
+        // The address lines as ibv_rc_pingpong prints them (its output in
+        // tests/vectors' README: rc_pingpong.client.txt).
+        let d = pingpong::Dest {
+            lid: 0,
+            qpn: 0x11,
+            psn: 0xf365fe,
+            gid: gid_of("198.18.0.3".parse().unwrap()),
+        };
+        assert_eq!(
+            address_line("local", &d),
+            "  local address:  LID 0x0000, QPN 0x000011, PSN 0xf365fe, GID ::ffff:198.18.0.3"
+        );
+        assert!(address_line("remote", &d).starts_with("  remote address: LID 0x0000,"));
+    }
+}

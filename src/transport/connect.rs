@@ -1,0 +1,132 @@
+//! Connecting an RC QP: the attributes both ends agree on
+//! ([`ConnectParams`]) and the RESET → INIT → RTR → RTS steps
+//! (IBTA Vol. 1 §10.3.1, §11.2.4.2 `ibv_modify_qp`) that bring it up.
+
+use crate::transport::{AddressVector, AttrMask, Device, Mtu, QpAttr, QpState};
+use crate::wire::MacAddr;
+use core::net::IpAddr;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectParams {
+    pub mtu: Mtu,
+    pub timeout: u8,
+    pub retry_cnt: u8,
+    pub rnr_retry: u8,
+    pub min_rnr_timer: u8,
+    pub max_rd_atomic: u8,
+    pub access: crate::transport::Access,
+    /// First PSN each side sends (the other side's RQ PSN).
+    pub psn_a: u32,
+    pub psn_b: u32,
+    /// DSCP and ECN bits of every packet; default
+    /// [`DEFAULT_TRAFFIC_CLASS`](crate::transport::congestion::DEFAULT_TRAFFIC_CLASS).
+    pub traffic_class: u8,
+}
+
+impl Default for ConnectParams {
+    fn default() -> ConnectParams {
+        use crate::transport::Access;
+        ConnectParams {
+            mtu: Mtu::Mtu1024,
+            timeout: 14,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            min_rnr_timer: 1,
+            max_rd_atomic: 16,
+            access: Access::LOCAL_WRITE
+                | Access::REMOTE_WRITE
+                | Access::REMOTE_READ
+                | Access::REMOTE_ATOMIC,
+            psn_a: 0,
+            psn_b: 0,
+            traffic_class: crate::transport::congestion::DEFAULT_TRAFFIC_CLASS,
+        }
+    }
+}
+
+/// The three `ibv_modify_qp` calls that bring an RC QP from RESET through
+/// INIT and RTR to RTS towards `remote_qpn` at `remote_ip` (`remote_mac`;
+/// zero for "resolve it"), sending from PSN `sq_psn` and expecting
+/// `rq_psn`, with `p`'s attributes (as ibv_rc_pingpong and perftest do).
+pub fn connect_steps(
+    remote_qpn: u32,
+    remote_mac: MacAddr,
+    remote_ip: IpAddr,
+    p: &ConnectParams,
+    sq_psn: u32,
+    rq_psn: u32,
+) -> [(QpAttr, AttrMask); 3] {
+    let init = QpAttr {
+        qp_state: QpState::Init,
+        pkey_index: 0,
+        port_num: 1,
+        qp_access_flags: p.access,
+        ..QpAttr::default()
+    };
+    let mut rtr = init;
+    rtr.qp_state = QpState::Rtr;
+    rtr.ah_attr = Some(AddressVector {
+        dgid: remote_ip,
+        dmac: remote_mac,
+        sgid_index: 0,
+        hop_limit: 64,
+        traffic_class: p.traffic_class,
+        flow_label: 0,
+        src_port: None,
+    });
+    rtr.path_mtu = p.mtu;
+    rtr.dest_qp_num = remote_qpn;
+    rtr.rq_psn = rq_psn;
+    rtr.max_dest_rd_atomic = p.max_rd_atomic;
+    rtr.min_rnr_timer = p.min_rnr_timer;
+    let mut rts = rtr;
+    rts.qp_state = QpState::Rts;
+    rts.timeout = p.timeout;
+    rts.retry_cnt = p.retry_cnt;
+    rts.rnr_retry = p.rnr_retry;
+    rts.sq_psn = sq_psn;
+    rts.max_rd_atomic = p.max_rd_atomic;
+    [
+        (
+            init,
+            AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::ACCESS_FLAGS,
+        ),
+        (
+            rtr,
+            AttrMask::STATE
+                | AttrMask::AV
+                | AttrMask::PATH_MTU
+                | AttrMask::DEST_QPN
+                | AttrMask::RQ_PSN
+                | AttrMask::MAX_DEST_RD_ATOMIC
+                | AttrMask::MIN_RNR_TIMER,
+        ),
+        (
+            rts,
+            AttrMask::STATE
+                | AttrMask::TIMEOUT
+                | AttrMask::RETRY_CNT
+                | AttrMask::RNR_RETRY
+                | AttrMask::SQ_PSN
+                | AttrMask::MAX_QP_RD_ATOMIC,
+        ),
+    ]
+}
+
+/// Brings QP `qpn` of `dev` to RTS with [`connect_steps`].
+#[allow(clippy::too_many_arguments)]
+pub fn connect_qp(
+    dev: &mut Device,
+    qpn: u32,
+    remote_qpn: u32,
+    remote_mac: MacAddr,
+    remote_ip: IpAddr,
+    p: &ConnectParams,
+    sq_psn: u32,
+    rq_psn: u32,
+) -> Result<(), crate::transport::Error> {
+    for (attr, mask) in connect_steps(remote_qpn, remote_mac, remote_ip, p, sq_psn, rq_psn) {
+        dev.modify_qp(qpn, &attr, mask)?;
+    }
+    Ok(())
+}
