@@ -410,7 +410,7 @@ impl Config {
                 lt.payload
             ));
         }
-        let frame = crate::tools::probe::OVERHEAD + lt.payload + 3;
+        let frame = crate::wire::len::UD_V4 + lt.payload + 3;
         if frame > usize::from(self.mempool.data_room) {
             return Err(format!(
                 "linktest.payload {} makes {frame}-byte frames, more than mempool.data_room {}",

@@ -75,7 +75,7 @@ use crate::transport::{
     Access, CqId, Device, DeviceConfig, Event, MrKeys, MrSpec, Mtu, Payload, QpCaps, QpConfig,
     QpCounters, SendOp, SendWr, Sge, Wc, WcStatus,
 };
-use crate::wire::MacAddr;
+use crate::wire::{len, MacAddr};
 use serde::Serialize;
 use std::fmt;
 use std::io::{BufWriter, Write};
@@ -91,10 +91,10 @@ pub const MAX_MESSAGE: u32 = 16 << 20;
 pub const MAX_WINDOW: u32 = 4096;
 /// The most queue samples a run takes.
 pub const MAX_SAMPLES: u64 = 2_000_000;
-/// Headers of one RoCE v2 data packet on an untagged IPv4 frame: Ethernet
-/// 14, IPv4 20, UDP 8, BTH 12, RETH 16 (first packet only; counted on all
-/// for a bound), ICRC 4.
-const PACKET_OVERHEAD: u64 = 74;
+/// Headers of one RoCE v2 data packet on an untagged IPv4 frame: Ethernet,
+/// IPv4, UDP, BTH, RETH (first packet only; counted on all for a bound),
+/// ICRC: 74 B.
+const PACKET_OVERHEAD: u64 = (len::ROCE_V4 + len::RETH + len::ICRC) as u64;
 
 /// Why a run cannot be set up as asked.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

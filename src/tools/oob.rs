@@ -20,8 +20,8 @@
 //! then per QP the [`perftest::Keys`] (108 bytes, with the GID); later
 //! synchronisations repeat the keys, and the end is `"done"`.
 
+use crate::wire::gid::{ip_of, Gid};
 use core::fmt;
-use core::net::{IpAddr, Ipv6Addr};
 
 /// Why a message cannot be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -35,22 +35,6 @@ pub enum OobError {
         field: &'static str,
         what: &'static str,
     },
-}
-
-/// A GID as 16 bytes, in network order.
-pub type Gid = [u8; 16];
-
-/// The GID of an address: IPv4 as `::ffff:a.b.c.d` (A17 §17.4.1.1).
-pub fn gid_of(ip: IpAddr) -> Gid {
-    match ip {
-        IpAddr::V4(v4) => v4.to_ipv6_mapped().octets(),
-        IpAddr::V6(v6) => v6.octets(),
-    }
-}
-
-/// The address of a GID (an IPv4-mapped GID gives the IPv4 address).
-pub fn ip_of(gid: &Gid) -> IpAddr {
-    IpAddr::V6(Ipv6Addr::from(*gid)).to_canonical()
 }
 
 /// The text of a fixed-size NUL-terminated message of `want` bytes.
@@ -289,6 +273,8 @@ pub mod perftest {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::gid_of;
+    use core::net::IpAddr;
 
     fn unhex(s: &str) -> Vec<u8> {
         (0..s.len() / 2)

@@ -17,11 +17,12 @@
 use super::exchange::{random_psn, Channel};
 use crate::backend::Backend;
 use crate::time::Duration;
-use crate::tools::oob::{ip_of, pingpong};
+use crate::tools::oob::pingpong;
 use crate::transport::{
     Access, Mtu, Payload, QpCaps, QpCounters, RecvWr, SendOp, SendWr, WcStatus,
 };
 use crate::verbs::{ConnectParams, Context};
+use crate::wire::ip_of;
 use anyhow::{bail, ensure, Context as _, Result};
 use core::net::IpAddr;
 use std::io::Write;
@@ -286,8 +287,8 @@ mod tests {
     use super::*;
     use crate::backend::loopback::{self, LoopbackPort};
     use crate::time::{Clock, Instant};
-    use crate::tools::oob::gid_of;
     use crate::verbs::ContextConfig;
+    use crate::wire::gid_of;
     use crate::wire::MacAddr;
     use core::net::Ipv4Addr;
 

@@ -9,8 +9,8 @@ use std::net::Ipv4Addr;
 
 /// Headers before the payload (Ethernet, IPv4, UDP, BTH, DETH), and the
 /// ICRC after it.
-pub const OVERHEAD: usize = 14 + 20 + 8 + 12 + 8 + 4;
-const HEADERS: usize = OVERHEAD - 4;
+pub const OVERHEAD: usize = crate::wire::len::UD_V4;
+const HEADERS: usize = OVERHEAD - crate::wire::len::ICRC;
 /// DSCP 26 with ECT(0): traffic class 106, as ConnectX deployments use.
 const DSCP: u8 = 26;
 const PROBE_QKEY: u32 = 0x1111_1111;

@@ -246,7 +246,8 @@ impl ContextConfig {
 
 /// Headers in front of a RoCE v2 payload at most: Ethernet + VLAN, IPv6,
 /// UDP, BTH, RETH, ICRC.
-const MAX_OVERHEAD: usize = 18 + 40 + 8 + 12 + 16 + 4;
+const MAX_OVERHEAD: usize =
+    crate::wire::len::ROCE_MAX + crate::wire::len::RETH + crate::wire::len::ICRC;
 
 static NEXT_CONTEXT: AtomicU32 = AtomicU32::new(1);
 
@@ -343,7 +344,7 @@ impl<B: Backend> Context<B> {
             .ok_or(Error::NoSuchGid(index))?;
         Ok(GidEntry {
             index,
-            gid: crate::tools::oob::gid_of(ip),
+            gid: crate::wire::gid_of(ip),
             ip,
             gid_type: GidType::RoceV2,
         })

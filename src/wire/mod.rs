@@ -36,6 +36,7 @@ pub mod bth;
 pub mod ethernet;
 pub mod ext;
 pub mod frame;
+pub mod gid;
 pub mod icrc;
 pub mod ipv4;
 pub mod ipv6;
@@ -52,12 +53,50 @@ pub use ext::{
     NakCode, Reth, RethRepr, Xrceth,
 };
 pub use frame::{ExtHeaders, Frame, FrameRepr, IpRepr};
+pub use gid::{gid_of, ip_of, Gid};
 pub use ipv4::{Ecn, Ipv4Packet, Ipv4Repr};
 pub use ipv6::{Ipv6Packet, Ipv6Repr};
 pub use ndp::{NaFlags, NdpFrame, NdpPacket, NdpRepr};
 pub use opcode::{HeaderSet, Opcode, OpcodeInfo, Transport};
 pub use psn::{pad_count, Psn};
 pub use udp::{UdpPacket, UdpRepr, ROCE_UDP_PORT};
+
+/// Header lengths by name, and the sums callers need, so that no one adds
+/// up a frame's overhead by hand (IBTA Vol. 1 §9.2–§9.3, Annex A17
+/// §17.2–§17.3; IEEE 802.3 and 802.1Q for Ethernet).
+pub mod len {
+    /// Ethernet II header.
+    pub const ETH: usize = super::ethernet::HEADER_LEN;
+    /// Ethernet II header with one 802.1Q tag.
+    pub const ETH_VLAN: usize = super::ethernet::HEADER_LEN_VLAN;
+    /// Ethernet frame check sequence (not part of the frames we write).
+    pub const FCS: usize = 4;
+    /// IPv4 header without options.
+    pub const IPV4: usize = super::ipv4::HEADER_LEN;
+    /// IPv6 header without extension headers.
+    pub const IPV6: usize = super::ipv6::HEADER_LEN;
+    /// UDP header.
+    pub const UDP: usize = super::udp::HEADER_LEN;
+    /// Base transport header (§9.2).
+    pub const BTH: usize = super::bth::HEADER_LEN;
+    /// RDMA extended transport header (§9.3.3).
+    pub const RETH: usize = super::Reth::<&[u8]>::LEN;
+    /// Datagram extended transport header (§9.3.2).
+    pub const DETH: usize = super::Deth::<&[u8]>::LEN;
+    /// Atomic extended transport header (§9.3.4), the largest one.
+    pub const ATOMIC_ETH: usize = super::AtomicEth::<&[u8]>::LEN;
+    /// Invariant CRC at the end of every RoCE v2 packet (A17 §17.3.3).
+    pub const ICRC: usize = super::frame::ICRC_LEN;
+    /// Everything before the extension headers of an untagged IPv4 RoCE v2
+    /// frame: Ethernet, IPv4, UDP, BTH (54 B).
+    pub const ROCE_V4: usize = ETH + IPV4 + UDP + BTH;
+    /// The same at its largest: Ethernet with a VLAN tag, IPv6, UDP, BTH
+    /// (78 B).
+    pub const ROCE_MAX: usize = ETH_VLAN + IPV6 + UDP + BTH;
+    /// Headers and ICRC around the payload of an untagged IPv4 UD SEND_ONLY
+    /// (a DETH after the BTH; 66 B).
+    pub const UD_V4: usize = ROCE_V4 + DETH + ICRC;
+}
 
 /// Why bytes are not a (well-formed) RoCE v2 frame, or a buffer too small.
 ///

@@ -640,7 +640,7 @@ fn connect<B: Backend>(ctx: &mut Context<B>, s: &Setup, mtu: Mtu) -> Result<()> 
     let max = ctx.device().config().max_qp_rd_atom;
     for (i, qp) in s.qps.iter().enumerate() {
         let (l, r) = (&s.local[i], &s.remote[i]);
-        let ip = crate::tools::oob::ip_of(&r.gid);
+        let ip = crate::wire::ip_of(&r.gid);
         let zero = crate::wire::MacAddr([0; 6]);
         for (mut attr, mask) in connect_steps(r.qpn, zero, ip, &params, l.psn, r.psn) {
             attr.max_dest_rd_atomic = (l.out_reads as u8).max(1);

@@ -311,7 +311,7 @@ mod tests {
             psn: 0x7c3a3f,
             rkey: 0x1fecd9,
             vaddr: 0x7f5d9e5ba000,
-            gid: crate::tools::oob::gid_of("192.168.1.2".parse().unwrap()),
+            gid: crate::wire::gid_of("192.168.1.2".parse().unwrap()),
             srqn: 0,
         };
         let mut o = Vec::new();

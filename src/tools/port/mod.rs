@@ -25,7 +25,7 @@ pub trait OnContext {
 
 /// Ethernet header, VLAN tag and FCS around an IP packet of the port's
 /// MTU.
-const L2_OVERHEAD: usize = 22;
+const L2_OVERHEAD: usize = crate::wire::len::ETH_VLAN + crate::wire::len::FCS;
 
 /// The largest frame `port` carries: its MTU plus the Ethernet header,
 /// within one mbuf.
