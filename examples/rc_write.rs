@@ -11,9 +11,10 @@
 //! 3. allocate a protection domain, register a memory region, create a
 //!    completion queue and an RC queue pair on each side;
 //! 4. connect the two QPs (RESET → INIT → RTR → RTS);
-//! 5. RDMA WRITE from `a`'s region into `b`'s, then RDMA READ from `b`'s
-//!    region back into `a`'s, polling the completion queue for each;
-//! 6. check every byte that moved.
+//! 5. RDMA WRITE from `a`'s region into `b`'s: post, poll the completion
+//!    queue, check every byte in `b`'s region;
+//! 6. RDMA READ from `b`'s region into `a`'s: the same, checked in `a`'s;
+//! 7. destroy what it created.
 //!
 //! Run it with `cargo run --release --example rc_write` (add
 //! `RUST_LOG=debug` to see the EAL arguments). It prints a short summary
@@ -25,8 +26,8 @@ use ferroce::dpdk::{
     TscClock,
 };
 use ferroce::verbs::{
-    Access, ConnectParams, Context, ContextConfig, Cq, Mr, Payload, Qp, QpCaps, SendOp, SendWr, Wc,
-    WcOpcode, WcStatus,
+    Access, ConnectParams, Context, ContextConfig, Cq, Mr, Payload, Pd, Qp, QpCaps, SendOp, SendWr,
+    Wc, WcOpcode, WcStatus,
 };
 use ferroce::wire::MacAddr;
 use std::net::Ipv4Addr;
@@ -54,6 +55,7 @@ const TIMEOUT: Duration = Duration::from_secs(5);
 
 /// One side's verbs objects.
 struct Side {
+    pd: Pd,
     cq: Cq,
     mr: Mr,
     qp: Qp,
@@ -69,7 +71,17 @@ fn side(ctx: &mut Context<dpdk::PortQueue>) -> Result<Side> {
     let qp = ctx
         .create_qp(&pd, &cq, &cq, QpCaps::default())
         .context("creating a QP")?;
-    Ok(Side { cq, mr, qp })
+    Ok(Side { pd, cq, mr, qp })
+}
+
+/// Destroys a side's objects, users first (`ibv_destroy_qp`, ...): each
+/// destroy consumes its handle.
+fn teardown(ctx: &mut Context<dpdk::PortQueue>, s: Side) -> Result<()> {
+    ctx.destroy_qp(s.qp)?;
+    ctx.destroy_cq(s.cq)?;
+    ctx.dereg_mr(s.mr)?;
+    ctx.dealloc_pd(s.pd)?;
+    Ok(())
 }
 
 /// The byte at offset `i` of a transfer tagged `tag`.
@@ -173,7 +185,7 @@ fn run() -> Result<()> {
     b.connect(&sb.qp, sa.qp.num(), IP_A.into(), &p, 2000, 1000)
         .context("connecting b's QP")?;
 
-    // 5a. RDMA WRITE: fill a's source bytes, post, poll.
+    // 5. RDMA WRITE: fill a's source bytes, post, poll.
     a.mr_mut(&sa.mr)?[..LEN]
         .iter_mut()
         .enumerate()
@@ -194,8 +206,8 @@ fn run() -> Result<()> {
     }
     let write_time = started.elapsed();
 
-    // 5b. RDMA READ: b's application fills its bytes (b posts nothing:
-    //     its transport answers the READ), then a reads them.
+    // 6. RDMA READ: b's application fills its bytes (b posts nothing:
+    //    its transport answers the READ), then a reads them.
     b.mr_mut(&sb.mr)?[READ_FROM..][..LEN]
         .iter_mut()
         .enumerate()
@@ -212,13 +224,17 @@ fn run() -> Result<()> {
     a.post_send(&sa.qp, SendWr::new(2, read, Payload::Sges(vec![dst])))?;
     let wc = wait_one(&mut a, &sa.cq, &mut b)?;
     expect(&wc, 2, WcOpcode::RdmaRead)?;
-    // 6. The READ's completion means the bytes are in a's region.
+    // The READ's completion means the bytes are in a's region.
     if let Some(i) = first_mismatch(&a.mr(&sa.mr)?[READ_INTO..][..LEN], 0x5A) {
         bail!("RDMA READ: byte {i} of a's region is wrong");
     }
     let read_time = started.elapsed();
 
     let (ca, cb) = (a.qp_counters(&sa.qp)?, b.qp_counters(&sb.qp)?);
+    // 7. Tear down; the ports, the mempool and the EAL close when their
+    //    last handle drops, at the end of this function.
+    teardown(&mut a, sa)?;
+    teardown(&mut b, sb)?;
     println!(
         "rc_write: DPDK {} ring pair ({}), path MTU {}",
         dpdk::DPDK_VERSION,
