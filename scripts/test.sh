@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every test of ferroce: formatting, lints, the unit and integration tests
-# with DPDK, and the build without DPDK. Tests that need root (network
-# namespaces, hugepages) say so and skip when run unprivileged.
+# with DPDK, the examples, and the build without DPDK. Tests that need
+# root (network namespaces, hugepages) say so and skip when run
+# unprivileged.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,6 +19,10 @@ cargo clippy --all-targets --no-default-features -q -- -D warnings
 
 step "tests with DPDK"
 cargo test --release -q -- --test-threads=2
+
+step "examples"
+cargo run --release -q --example rc_write
+cargo run --release -q --example sim_incast
 
 step "tests without DPDK"
 cargo test --release --no-default-features -q
