@@ -602,3 +602,50 @@ fn the_last_handle_to_go_stops_the_thread() {
     drop(dp);
     assert!(dropped2.load(Ordering::SeqCst));
 }
+
+/// The thread's setup is injected: it runs on the datapath thread before
+/// its loop, and a failing one refuses the spawn with its message and
+/// gives the contexts back.
+#[test]
+fn an_injected_setup_runs_on_the_thread_and_a_failing_one_refuses_the_spawn() {
+    let (a, _b) = contexts();
+    let ran_on = Arc::new(std::sync::Mutex::new(None));
+    let seen = ran_on.clone();
+    let cfg = LcoreConfig {
+        name: "setup-test".into(),
+        setup: Some(Arc::new(move || {
+            *seen.lock().unwrap() = std::thread::current().name().map(String::from);
+            Ok(Box::new(()) as Box<dyn std::any::Any>)
+        })),
+        ..LcoreConfig::default()
+    };
+    let dp = Datapath::spawn(vec![a], cfg).unwrap();
+    assert_eq!(ran_on.lock().unwrap().as_deref(), Some("setup-test"));
+    drop(dp);
+
+    let (a, _b) = contexts();
+    let cfg = LcoreConfig {
+        setup: Some(Arc::new(|| Err("no such core".to_string()))),
+        ..LcoreConfig::default()
+    };
+    let e = Datapath::spawn(vec![a], cfg).err().unwrap();
+    assert!(e.error.contains("no such core"), "{}", e.error);
+    assert_eq!(e.contexts.len(), 1);
+}
+
+/// DPDK's setup pins the datapath thread to the CPU asked for.
+#[cfg(feature = "dpdk")]
+#[test]
+fn the_dpdk_setup_pins_the_datapath_thread() {
+    let cpu = *ferroce::dpdk::lcore::online_cpus().last().unwrap();
+    let (a, _b) = contexts();
+    let cfg = LcoreConfig {
+        setup: Some(Arc::new(ferroce::dpdk::lcore::thread_setup(
+            Some(cpu),
+            None,
+        ))),
+        ..LcoreConfig::default()
+    };
+    let dp = Datapath::spawn(vec![a], cfg).unwrap();
+    drop(dp);
+}

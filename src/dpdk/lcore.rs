@@ -98,3 +98,23 @@ impl Drop for ThreadRegistration {
         }
     }
 }
+
+/// A datapath thread's setup for the threaded verbs mode
+/// (`verbs::lcore::LcoreConfig::setup`): pin the thread to `core` and
+/// register it with `eal`, each if given. The registration is the returned
+/// guard.
+pub fn thread_setup(
+    core: Option<usize>,
+    eal: Option<super::Eal>,
+) -> impl Fn() -> core::result::Result<Box<dyn core::any::Any>, String> + Send + Sync {
+    move || {
+        if let Some(core) = core {
+            pin_current_thread(core).map_err(|e| e.to_string())?;
+        }
+        let reg = match &eal {
+            Some(eal) => Some(register_current_thread(eal).map_err(|e| e.to_string())?),
+            None => None,
+        };
+        Ok(Box::new(reg) as Box<dyn core::any::Any>)
+    }
+}

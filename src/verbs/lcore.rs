@@ -5,7 +5,8 @@
 //! application's own `poll_cq` drives the port. This module is the other
 //! mode. [`Datapath::spawn`] moves one or more contexts (each one port,
 //! with its PDs, regions, CQs and QPs) onto a thread of their own, pinned
-//! to a core and registered with DPDK when asked (feature `dpdk`), and
+//! to a core and registered with DPDK when asked (by an injected
+//! [`LcoreConfig::setup`]; `crate::dpdk::lcore::thread_setup` makes one), and
 //! from then on that thread alone touches them: **every QP belongs to the
 //! datapath thread that owns its context.** Application threads hold
 //! [`AppContext`]s, one per context (`Clone + Send + Sync`; clone one per
@@ -189,14 +190,17 @@ pub struct LcoreConfig {
     pub burst: usize,
     /// Room of each context's post-error ring.
     pub post_errors: usize,
-    /// The CPU to pin the thread to.
-    #[cfg(feature = "dpdk")]
-    pub core: Option<usize>,
-    /// Register the thread with this EAL (an lcore id, per-lcore mempool
-    /// caches) while it runs.
-    #[cfg(feature = "dpdk")]
-    pub eal: Option<crate::dpdk::Eal>,
+    /// What the thread runs on itself before its loop: pin it to a CPU,
+    /// register it with DPDK's EAL (an lcore id, per-lcore mempool caches);
+    /// `None` for neither. Injected so that this layer never names DPDK:
+    /// `crate::dpdk::lcore::thread_setup` makes one.
+    pub setup: Option<ThreadSetup>,
 }
+
+/// A datapath thread's setup, run on that thread before its loop; what it
+/// returns (a registration guard, say) lives until the loop ends, and an
+/// error stops the spawn with that message.
+pub type ThreadSetup = Arc<dyn Fn() -> Result<Box<dyn core::any::Any>, String> + Send + Sync>;
 
 impl core::fmt::Debug for LcoreConfig {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
@@ -206,9 +210,7 @@ impl core::fmt::Debug for LcoreConfig {
             .field("commands", &self.commands)
             .field("burst", &self.burst)
             .field("post_errors", &self.post_errors);
-        #[cfg(feature = "dpdk")]
-        d.field("core", &self.core)
-            .field("eal", &self.eal.as_ref().map(|_| "registered"));
+        d.field("setup", &self.setup.as_ref().map(|_| "injected"));
         d.finish()
     }
 }
@@ -221,10 +223,7 @@ impl Default for LcoreConfig {
             commands: 1024,
             burst: 64,
             post_errors: 256,
-            #[cfg(feature = "dpdk")]
-            core: None,
-            #[cfg(feature = "dpdk")]
-            eal: None,
+            setup: None,
         }
     }
 }
@@ -778,31 +777,6 @@ fn run<B: Backend>(
     lanes.into_iter().map(|l| l.ctx).collect()
 }
 
-#[cfg(feature = "dpdk")]
-type ThreadSetup = Option<crate::dpdk::lcore::ThreadRegistration>;
-#[cfg(not(feature = "dpdk"))]
-type ThreadSetup = ();
-
-/// Pins and registers the calling thread as `cfg` asks.
-#[cfg(feature = "dpdk")]
-fn setup_thread(cfg: &LcoreConfig) -> Result<ThreadSetup, String> {
-    use crate::dpdk::lcore;
-    if let Some(core) = cfg.core {
-        lcore::pin_current_thread(core).map_err(|e| e.to_string())?;
-    }
-    match &cfg.eal {
-        Some(eal) => lcore::register_current_thread(eal)
-            .map(Some)
-            .map_err(|e| e.to_string()),
-        None => Ok(None),
-    }
-}
-
-#[cfg(not(feature = "dpdk"))]
-fn setup_thread(_cfg: &LcoreConfig) -> Result<ThreadSetup, String> {
-    Ok(())
-}
-
 // ----- the owner's handle -----
 
 /// A datapath thread that owns one or more contexts.
@@ -868,7 +842,8 @@ where
                 let Ok(contexts) = take.recv() else {
                     return Vec::new();
                 };
-                match setup_thread(&cfg) {
+                let setup = cfg.setup.as_ref().map_or(Ok(None), |f| f().map(Some));
+                match setup {
                     Err(e) => {
                         let _ = ready_tx.send(Err(e));
                         contexts
