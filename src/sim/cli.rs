@@ -57,7 +57,8 @@ pub struct SimOpts {
 
 /// `ferroce sim`: one summary line (or JSON object) per seed, a total line
 /// when there are several; Ok(false) (exit 1) unless every seed verified.
-/// With `incast`, [`incast_run`].
+/// With `incast`, one incast run instead: its table (or one JSON object);
+/// Ok(false) when a completion failed or the WRITEs did not drain.
 pub fn sim(a: &SimOpts) -> Result<bool> {
     if let Some(n) = a.incast {
         return incast_run(a, n);

@@ -5,8 +5,7 @@ use anyhow::{bail, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use ferroce::config::Config;
 use ferroce::sim::cli::{Side, SimOpts};
-use ferroce::tools::bench::E2eCmd;
-use ferroce::tools::interop::{PerftestCmd, PingpongCmd, ToolAt};
+use ferroce::tools::interop::{PerftestCmd, ToolAt};
 use ferroce::tools::perftest::{AtomicKind, Test};
 use std::path::PathBuf;
 
@@ -526,9 +525,11 @@ impl PerftestArgs {
     }
 }
 
+#[cfg(feature = "dpdk")]
 impl PingpongArgs {
-    pub fn cmd(&self) -> PingpongCmd {
-        PingpongCmd {
+    /// The options of `ferroce pingpong`.
+    pub fn cmd(&self) -> ferroce::tools::interop::PingpongCmd {
+        ferroce::tools::interop::PingpongCmd {
             at: self.at.at(),
             size: self.size,
             iters: self.iters,
@@ -542,6 +543,7 @@ impl PingpongArgs {
 }
 
 impl SimArgs {
+    /// The options of `ferroce sim`.
     pub fn opts(&self) -> SimOpts {
         SimOpts {
             incast: self.incast,
@@ -584,9 +586,11 @@ impl SimArgs {
     }
 }
 
+#[cfg(feature = "dpdk")]
 impl E2eArgs {
-    pub fn cmd(&self) -> E2eCmd {
-        E2eCmd {
+    /// The options of `ferroce bench e2e`.
+    pub fn cmd(&self) -> ferroce::tools::bench::E2eCmd {
+        ferroce::tools::bench::E2eCmd {
             rounds: self.rounds,
             msgs: self.msgs,
             big_msgs: self.big_msgs,

@@ -6,13 +6,13 @@
 mod args;
 
 use anyhow::Result;
-use args::{BenchCmd, Cli, Cmd, Role};
+use args::{BenchCmd, Cli, Cmd};
 use clap::Parser;
 use ferroce::config::{self, Config};
 use ferroce::sim::lab::experiment::LabOptions;
 use ferroce::tools::bench::wire::WireOpts;
 use ferroce::tools::decode::DecodeOpts;
-use ferroce::tools::linktest::{self, LinktestOpts};
+use ferroce::tools::linktest;
 use ferroce::{sim, tools};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -117,9 +117,11 @@ fn run(cmd: Cmd) -> Result<bool> {
 
 #[cfg(feature = "dpdk")]
 fn run(cmd: Cmd) -> Result<bool> {
+    use args::Role;
     use ferroce::tools::bench::io::IoOpts;
     use ferroce::tools::demo::run::DemoOpts;
     use ferroce::tools::interop;
+    use ferroce::tools::linktest::LinktestOpts;
     match cmd {
         Cmd::Demo {
             config,

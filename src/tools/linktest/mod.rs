@@ -2,7 +2,7 @@
 //! checks each byte and answers with its own probe of the same number, which
 //! the first end checks in turn. It proves a datapath (port, queues, mbufs,
 //! the wire between) end to end, and is what `ferroce demo` and
-//! `ferroce linktest` run ([`run`]: the command on a DPDK port).
+//! `ferroce linktest` run (`run`: the command on a DPDK port).
 
 #[cfg(feature = "dpdk")]
 pub mod run;
