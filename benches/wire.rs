@@ -1,5 +1,6 @@
 //! The wire hot path: whole-frame parse, ICRC verify and emit of an RC
-//! SEND_ONLY frame over IPv4 with a 64 B and a 4096 B payload, next to the
+//! SEND_ONLY frame over IPv4 with a 64 B and a 4096 B payload (the sample
+//! frames of `ferroce bench wire`, `tools::bench::wire`), next to the
 //! baseline `crc32fast::hash` over the same bytes (the IP packet without its
 //! ICRC), in one run. One criterion iteration = one frame; every bench of a
 //! group sets `Throughput::Bytes` to the whole frame's length, so the
@@ -9,14 +10,10 @@
 //! over the same bytes; `parse` of the 64 B frame under 30 ns.
 
 use criterion::{criterion_group, criterion_main, Bencher, Criterion, Throughput};
-use ferroce::wire::frame::{seal, ICRC_LEN};
-use ferroce::wire::opcode::Op;
-use ferroce::wire::{icrc, Frame, Opcode};
+use ferroce::tools::bench::wire::{sample, SIZES};
+use ferroce::wire::frame::seal;
+use ferroce::wire::{icrc, Frame};
 use std::hint::black_box;
-
-#[allow(dead_code)]
-#[path = "../tests/common/frames.rs"]
-mod frames;
 
 /// `b.iter` with the routine's output passed through `std::hint::black_box`
 /// and `()` handed to criterion: without its `real_blackbox` feature,
@@ -30,19 +27,16 @@ fn iter<O>(b: &mut Bencher, mut f: impl FnMut() -> O) {
 }
 
 fn wire(c: &mut Criterion) {
-    let info = Opcode::rc(Op::SendOnly).info().expect("SEND_ONLY");
-    let repr = frames::repr_v4(info);
-    let ip_offset = repr.eth.header_len();
-    for len in [64usize, 4096] {
-        let payload = frames::payload(len);
-        let mut frame = vec![0u8; repr.frame_len(len)];
-        let n = repr.emit(&payload, &mut frame).expect("sample frame");
-        assert_eq!(n, frame.len());
-        let parsed = Frame::parse(&frame).expect("parse");
-        assert!(parsed.icrc_ok() && parsed.payload == payload);
+    for len in SIZES {
+        let s = sample(len).expect("sample frame");
+        let (repr, payload, frame) = (&s.repr, &s.payload, &s.frame);
+        let ip_offset = repr.eth.header_len();
+        let n = frame.len();
+        let parsed = Frame::parse(frame).expect("parse");
+        assert!(parsed.icrc_ok() && parsed.payload == &payload[..]);
         // The IP packet without its ICRC: what icrc::compute and the
         // crc32fast baseline read.
-        let ip = &frame[ip_offset..n - ICRC_LEN];
+        let ip = s.ip();
         let mut out = vec![0u8; n];
 
         let mut g = c.benchmark_group(format!("wire_{len}B"));
@@ -57,12 +51,12 @@ fn wire(c: &mut Criterion) {
         g.bench_function("crc32fast", |b| iter(b, || crc32fast::hash(black_box(ip))));
         g.bench_function("emit", |b| {
             iter(b, || {
-                black_box(&repr).emit(black_box(&payload[..]), black_box(&mut out[..]))
+                black_box(repr).emit(black_box(&payload[..]), black_box(&mut out[..]))
             })
         });
         g.bench_function("emit_headers+seal", |b| {
             iter(b, || {
-                let r = black_box(&repr);
+                let r = black_box(repr);
                 let out = black_box(&mut out[..]);
                 r.emit_headers(black_box(len), out)?;
                 seal(&mut out[..r.frame_len(len)], ip_offset)

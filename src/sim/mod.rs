@@ -2,10 +2,12 @@
 //! ([`crate::backend::fabric`]), in virtual time: [`net`] puts transport
 //! devices on the fabric; [`soak`] is `ferroce sim` (two hosts, a mix of
 //! verbs, every byte checked); [`incast`] is `ferroce sim --incast`; [`lab`]
-//! is `ferroce lab` (experiment files, fabrics, workloads, plots).
+//! is `ferroce lab` (experiment files, fabrics, workloads, plots); [`cli`]
+//! holds the bodies of those two subcommands.
 
 #![deny(unsafe_code)]
 
+pub mod cli;
 pub mod incast;
 pub mod lab;
 pub mod net;

@@ -1,6 +1,6 @@
 //! `ferroce decode`: what a capture holds, one line (or one JSON object) per
-//! frame, and a verdict. The library side of the command: [`Decoder`] turns
-//! captured frames into [`Line`]s and keeps the totals.
+//! frame, and a verdict. [`Decoder`] turns captured frames into [`Line`]s
+//! and keeps the totals; [`run`] is the command.
 //!
 //! A frame is one of:
 //! - **RoCE**: UDP to port 4791 that parses ([`crate::wire::Frame`]); shown
@@ -16,6 +16,7 @@ use crate::wire::ext::{AckSyndrome, AtomicEthRepr, DethRepr, FethRepr, RethRepr}
 use crate::wire::{Error, Frame};
 use serde::Serialize;
 use std::fmt::Write as _;
+use std::path::PathBuf;
 
 /// Totals over everything decoded so far.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -510,6 +511,67 @@ impl Line {
         }
         s
     }
+}
+
+/// The options of `ferroce decode`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DecodeOpts {
+    /// Capture files (classic pcap or pcapng).
+    pub files: Vec<PathBuf>,
+    /// One JSON object per frame (and a last one with the totals).
+    pub json: bool,
+}
+
+/// `ferroce decode`: every frame of every file, then the totals, on
+/// stdout. Ok(false) (exit 1) when a RoCE frame is malformed or has a bad
+/// ICRC.
+pub fn run(opts: &DecodeOpts) -> anyhow::Result<bool> {
+    use anyhow::{bail, Context as _};
+    use std::io::Write;
+    let (files, json) = (&opts.files, opts.json);
+    let mut d = Decoder::new();
+    let out = std::io::stdout();
+    let mut out = std::io::BufWriter::new(out.lock());
+    for path in files {
+        let mut r = crate::pcap::open(path).with_context(|| format!("{}", path.display()))?;
+        let lt = r.linktype();
+        // (A pcapng names a link type per interface; its frames are judged
+        // one by one, and those of other link types listed as skipped.)
+        if !r.is_pcapng() && !linktype::supported(lt) {
+            bail!(
+                "{}: link type {lt} is not one decode reads (Ethernet, Linux cooked v1/v2, raw IP)",
+                path.display()
+            );
+        }
+        d.next_file();
+        if !json && files.len() > 1 {
+            writeln!(out, "# {}", path.display())?;
+        }
+        while let Some(rec) = r
+            .next_record()
+            .with_context(|| format!("reading {}", path.display()))?
+        {
+            let line = d.frame_of(rec.linktype, rec.ts_ns, rec.orig_len as usize, rec.data);
+            if json {
+                let mut v = serde_json::to_value(&line)?;
+                v["file"] = path.display().to_string().into();
+                writeln!(out, "{v}")?;
+            } else {
+                writeln!(out, "{}", line.text())?;
+            }
+        }
+    }
+    if json {
+        writeln!(
+            out,
+            "{}",
+            serde_json::json!({ "kind": "totals", "totals": d.totals })
+        )?;
+    } else {
+        writeln!(out, "{}", d.totals.line())?;
+    }
+    out.flush()?;
+    Ok(d.totals.clean())
 }
 
 #[cfg(test)]

@@ -2,8 +2,9 @@
 //! rdma-core's and perftest's interop tools ([`pingpong`], [`perftest`])
 //! with their out-of-band exchange ([`oob`], [`exchange`]), `ferroce demo`
 //! ([`demo`]), the link test and its probe frames ([`linktest`],
-//! [`probe`]), the capture decoder ([`decode`]), the benchmarks ([`bench`])
-//! and what every tool does to open a DPDK port ([`port`]).
+//! [`probe`]), the capture decoder ([`decode`]), the benchmarks ([`bench`](mod@bench)),
+//! the interop tools' subcommands ([`interop`]), `ferroce info` (`info`) and
+//! what every tool does to open a DPDK port (`port`; both need DPDK).
 
 #![deny(unsafe_code)]
 
@@ -11,6 +12,9 @@ pub mod bench;
 pub mod decode;
 pub mod demo;
 pub mod exchange;
+#[cfg(feature = "dpdk")]
+pub mod info;
+pub mod interop;
 pub mod linktest;
 pub mod oob;
 pub mod perftest;

@@ -1,6 +1,6 @@
 //! Sample frames: one well-formed RoCE v2 frame for every opcode of the
 //! table, over IPv4 and IPv6, with and without a VLAN tag. Used by the
-//! tshark test, the property tests, the benches and the fuzz corpus.
+//! tshark test, the property tests and the fuzz corpus.
 
 use ferroce::wire::ext::{AckSyndrome, AethRepr, FethRepr, CREDIT_INVALID};
 use ferroce::wire::opcode::{Class, HeaderSet, OpcodeInfo, Position};

@@ -3,9 +3,12 @@
 //! tools against each other (pingpong, write-bw, read-bw, send-lat,
 //! atomic-bw) through the same TCP exchange as between two hosts, while
 //! the second port's frames are recorded to a pcap that is then decoded
-//! (every RoCE frame well formed, every ICRC good).
+//! (every RoCE frame well formed, every ICRC good). [`rc`] is the RC
+//! transport's part of the demo; `run` is the command on DPDK ports.
 
 pub mod rc;
+#[cfg(feature = "dpdk")]
+pub mod run;
 
 use crate::backend::Backend;
 use crate::config::ToolsConfig;

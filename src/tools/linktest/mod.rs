@@ -2,7 +2,10 @@
 //! checks each byte and answers with its own probe of the same number, which
 //! the first end checks in turn. It proves a datapath (port, queues, mbufs,
 //! the wire between) end to end, and is what `ferroce demo` and
-//! `ferroce linktest` run.
+//! `ferroce linktest` run (`run`: the command on a DPDK port).
+
+#[cfg(feature = "dpdk")]
+pub mod run;
 
 use super::probe::{Probe, ProbeError};
 use crate::backend::poll::{Handler, Io};
@@ -202,6 +205,40 @@ impl<B: Backend> Handler<B> for Responder {
     }
 
     fn on_poll(&mut self, _now: Instant, _io: &mut Io<'_, B>) {}
+}
+
+/// The options of `ferroce linktest` (those given override the config's
+/// `[linktest]`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LinktestOpts {
+    /// The `[[port]]` to use.
+    pub port: String,
+    /// This end sends probes (else it answers them).
+    pub send: bool,
+    pub count: Option<u64>,
+    pub payload: Option<usize>,
+    pub window: Option<u64>,
+    pub timeout_ms: Option<u64>,
+    /// The peer's IPv4 address (default: ours with the last byte + 1 for
+    /// the sender, - 1 for the answerer).
+    pub peer_ip: Option<core::net::Ipv4Addr>,
+    /// The peer's MAC as given (six hex bytes separated by ':'; default:
+    /// broadcast).
+    pub peer_mac: Option<String>,
+}
+
+/// A MAC address given as six hex bytes separated by ':'.
+pub fn parse_mac(s: &str) -> anyhow::Result<[u8; 6]> {
+    use anyhow::{bail, Context as _};
+    let parts: Vec<&str> = s.split(':').collect();
+    if parts.len() != 6 {
+        bail!("MAC {s:?} is not six hex bytes separated by ':'");
+    }
+    let mut m = [0u8; 6];
+    for (b, p) in m.iter_mut().zip(parts) {
+        *b = u8::from_str_radix(p, 16).with_context(|| format!("MAC {s:?}"))?;
+    }
+    Ok(m)
 }
 
 #[cfg(test)]

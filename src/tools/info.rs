@@ -1,0 +1,44 @@
+//! `ferroce info`: what DPDK sees of a config: the DPDK version, the
+//! hugepages, the EAL arguments, and every port's id, device, MAC, MTU,
+//! address and link.
+
+use crate::config::Config;
+use crate::dpdk;
+use crate::tools::port::ports::Datapath;
+use anyhow::Result;
+
+/// `ferroce info`: opens the config's EAL and ports and prints them;
+/// Ok(true) unless they cannot be opened (an error).
+pub fn run(cfg: &Config) -> Result<bool> {
+    let h = dpdk::HugepageState::read();
+    println!("DPDK {} (built against)", dpdk::DPDK_VERSION);
+    println!(
+        "hugepages: {} free of {} KiB, hugetlbfs {}",
+        h.free_pages,
+        h.page_kib,
+        if h.hugetlbfs_mounted {
+            "mounted"
+        } else {
+            "not mounted"
+        }
+    );
+    let dp = Datapath::open(cfg, &[])?;
+    println!("EAL: {}", dp.eal.args().join(" "));
+    for name in dp.port_names() {
+        let (pc, p) = dp.port(&name)?;
+        let link = p.wait_link_up(std::time::Duration::from_millis(500))?;
+        println!(
+            "port {name}: id {} device {} mac {} mtu {} ip {} link {} {} Mb/s",
+            p.id().0,
+            pc.device,
+            p.mac()?,
+            p.mtu()
+                .map(|m| m.to_string())
+                .unwrap_or_else(|e| format!("? ({e})")),
+            pc.ip,
+            if link.up { "up" } else { "down" },
+            link.speed_mbps
+        );
+    }
+    Ok(true)
+}
