@@ -4,6 +4,7 @@
 //! verbs, every byte checked); [`incast`] is `ferroce sim --incast`; [`lab`]
 //! is `ferroce lab` (experiment files, fabrics, workloads, plots).
 
+#![allow(missing_docs)]
 #![deny(unsafe_code)]
 
 pub mod incast;

@@ -5,6 +5,7 @@
 //! [`probe`]), the capture decoder ([`decode`]), the benchmarks ([`bench`])
 //! and what every tool does to open a DPDK port ([`port`]).
 
+#![allow(missing_docs)]
 #![deny(unsafe_code)]
 
 pub mod bench;
