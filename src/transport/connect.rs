@@ -6,7 +6,9 @@ use crate::transport::{AddressVector, AttrMask, Device, Mtu, QpAttr, QpState};
 use crate::wire::MacAddr;
 use core::net::IpAddr;
 
-/// The attributes both ends of an RC connection agree on.
+/// The attributes two QPs are connected with: what [`connect_steps`] sets,
+/// and the first PSN of each side where both ends are set up together (as
+/// the simulator does).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConnectParams {
     /// Path MTU of both QPs.
