@@ -248,7 +248,8 @@ pub struct DeviceConfig {
 }
 
 impl DeviceConfig {
-    /// A device with `mac`, the one GID `ip`, the default P_Key and default tunables.
+    /// Port `mac` with the one GID `ip`, the default P_Key, no VLAN and
+    /// default tunables and congestion settings.
     pub fn new(mac: MacAddr, ip: IpAddr) -> DeviceConfig {
         DeviceConfig {
             mac,
