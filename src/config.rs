@@ -18,6 +18,7 @@
 //! vlan_pcp = 3                # its priority (PCP), default 0
 //! ```
 
+#![allow(missing_docs)]
 #![deny(unsafe_code)]
 
 use crate::cc::CcConfig;

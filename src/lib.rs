@@ -31,6 +31,7 @@
 //! `tests/layering.rs`.
 
 #![deny(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod backend;
 pub mod cc;

@@ -26,10 +26,12 @@ impl Instant {
     /// The clock's epoch.
     pub const ZERO: Instant = Instant(0);
 
+    /// The instant `ns` nanoseconds after the epoch.
     pub const fn from_nanos(ns: u64) -> Self {
         Instant(ns)
     }
 
+    /// Nanoseconds since the epoch.
     pub const fn as_nanos(self) -> u64 {
         self.0
     }
@@ -39,6 +41,7 @@ impl Instant {
         Duration(self.0.saturating_sub(earlier.0))
     }
 
+    /// `self + d`, or `None` past `u64::MAX` nanoseconds.
     pub const fn checked_add(self, d: Duration) -> Option<Instant> {
         match self.0.checked_add(d.0) {
             Some(v) => Some(Instant(v)),
@@ -48,27 +51,36 @@ impl Instant {
 }
 
 impl Duration {
+    /// No time.
     pub const ZERO: Duration = Duration(0);
+    /// The longest span, about 584 years: "never" for timers.
     pub const MAX: Duration = Duration(u64::MAX);
 
+    /// A span of `ns` nanoseconds.
     pub const fn from_nanos(ns: u64) -> Self {
         Duration(ns)
     }
+    /// A span of `us` microseconds, saturating.
     pub const fn from_micros(us: u64) -> Self {
         Duration(us.saturating_mul(1_000))
     }
+    /// A span of `ms` milliseconds, saturating.
     pub const fn from_millis(ms: u64) -> Self {
         Duration(ms.saturating_mul(1_000_000))
     }
+    /// A span of `s` seconds, saturating.
     pub const fn from_secs(s: u64) -> Self {
         Duration(s.saturating_mul(1_000_000_000))
     }
+    /// The span in nanoseconds.
     pub const fn as_nanos(self) -> u64 {
         self.0
     }
+    /// The span in seconds, as a float.
     pub fn as_secs_f64(self) -> f64 {
         self.0 as f64 / 1e9
     }
+    /// `k` times the span, saturating.
     pub const fn saturating_mul(self, k: u64) -> Duration {
         Duration(self.0.saturating_mul(k))
     }
@@ -120,6 +132,7 @@ impl fmt::Display for Duration {
 /// A source of `Instant`s: the TSC under DPDK, the virtual clock in the
 /// simulator.
 pub trait Clock {
+    /// The current time on this clock.
     fn now(&self) -> Instant;
 }
 

@@ -69,6 +69,7 @@ impl<B: Backend, C: Clock, W: Write> Capture<B, C, W> {
         Ok((self.inner, self.frames))
     }
 
+    /// The wrapped backend.
     pub fn inner(&self) -> &B {
         &self.inner
     }

@@ -18,6 +18,7 @@ pub struct VecBuf {
 }
 
 impl VecBuf {
+    /// An empty buffer that can grow to `cap` bytes.
     pub fn with_capacity(cap: usize) -> Self {
         VecBuf {
             bytes: Vec::with_capacity(cap),

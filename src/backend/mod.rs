@@ -27,10 +27,13 @@ pub type Burst<T> = arrayvec::ArrayVec<T, BURST>;
 pub trait FrameBuf {
     /// The frame's bytes (for a chained DPDK mbuf: its first segment).
     fn data(&self) -> &[u8];
+    /// The frame's bytes, writable.
     fn data_mut(&mut self) -> &mut [u8];
+    /// The frame's length in bytes.
     fn len(&self) -> usize {
         self.data().len()
     }
+    /// Whether the frame is zero bytes long.
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -43,6 +46,7 @@ pub trait FrameBuf {
 
 /// One queue of a network port, as the engine's poll loop sees it.
 pub trait Backend {
+    /// The frame buffer this queue receives into and transmits from.
     type Buf: FrameBuf;
 
     /// Receives up to `out.remaining_capacity()` frames, appending them to

@@ -19,9 +19,13 @@ use std::fmt;
 /// What a poll loop counts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counters {
+    /// Frames received from the backend.
     pub rx_packets: u64,
+    /// Bytes of the frames received.
     pub rx_bytes: u64,
+    /// Frames the backend accepted for transmission.
     pub tx_packets: u64,
+    /// Bytes of the frames it accepted.
     pub tx_bytes: u64,
     /// Received frames the handler rejected.
     pub rx_dropped: u64,
@@ -31,6 +35,7 @@ pub struct Counters {
     pub alloc_failures: u64,
     /// tx bursts that left frames unsent (the queue's ring was full).
     pub tx_ring_full: u64,
+    /// Calls of the poll loop.
     pub polls: u64,
     /// Polls that received or sent nothing.
     pub idle_polls: u64,
@@ -146,6 +151,7 @@ pub struct PollLoop<B: Backend> {
 }
 
 impl<B: Backend> PollLoop<B> {
+    /// A poll loop over `backend` with empty bursts and zero counters.
     pub fn new(backend: B) -> Self {
         PollLoop {
             backend,
@@ -155,10 +161,12 @@ impl<B: Backend> PollLoop<B> {
         }
     }
 
+    /// The backend it polls.
     pub fn backend(&self) -> &B {
         &self.backend
     }
 
+    /// What it counted so far.
     pub fn counters(&self) -> &Counters {
         &self.counters
     }

@@ -62,9 +62,13 @@ impl FrameBuf for UdpBuf {
 /// What a [`UdpPort`] counted.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct UdpStats {
+    /// Datagrams received as frames.
     pub rx_frames: u64,
+    /// Bytes of the frames received.
     pub rx_bytes: u64,
+    /// Frames sent as datagrams.
     pub tx_frames: u64,
+    /// Bytes of the frames sent.
     pub tx_bytes: u64,
     /// `send` calls that would have blocked (the frame stayed queued).
     pub tx_would_block: u64,
@@ -142,10 +146,12 @@ impl UdpPort {
         })
     }
 
+    /// The socket's local address.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.sock.local_addr()
     }
 
+    /// What the port counted so far.
     pub fn stats(&self) -> &UdpStats {
         &self.stats
     }

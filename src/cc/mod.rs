@@ -70,6 +70,7 @@ pub struct CcCounters {
 }
 
 impl CcCounters {
+    /// Adds `o`'s counts to these (totals over QPs).
     pub fn add(&mut self, o: &CcCounters) {
         self.rp_cnp_handled += o.rp_cnp_handled;
         self.rp_cnp_ignored += o.rp_cnp_ignored;
@@ -97,6 +98,7 @@ pub enum TraceEvent {
 }
 
 impl TraceEvent {
+    /// The event's snake_case name, as in the trace CSV.
     pub fn name(self) -> &'static str {
         match self {
             TraceEvent::Cnp => "cnp",
@@ -112,8 +114,11 @@ impl TraceEvent {
 /// One rate decision, with the state after it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TraceRecord {
+    /// When the decision was made.
     pub time: Instant,
+    /// What happened.
     pub event: TraceEvent,
+    /// Rc, Rt, α and the stages after it.
     pub state: CcState,
 }
 
@@ -157,6 +162,7 @@ pub trait RateController: fmt::Debug + Send {
     fn next_rate_change(&self) -> Option<Instant>;
     /// Rc, Rt, α and the stages now.
     fn state(&self) -> CcState;
+    /// The controller's counts of CNPs and rate changes.
     fn counters(&self) -> &CcCounters;
     /// Starts (`true`) or stops recording [`TraceRecord`]s.
     fn set_trace(&mut self, on: bool);
@@ -313,6 +319,7 @@ pub struct NoControl {
 }
 
 impl NoControl {
+    /// No rate control; `line_bps` is what [`RateController::state`] reports as Rc and Rt.
     pub fn new(line_bps: u64) -> NoControl {
         NoControl {
             line_bps,

@@ -34,6 +34,7 @@ impl Default for Pacer {
 }
 
 impl Pacer {
+    /// A pacer with nothing sent yet that may catch up by at most `max_lag`.
     pub fn new(max_lag: Duration) -> Pacer {
         Pacer {
             last: None,

@@ -27,6 +27,7 @@ impl TscClock {
         }
     }
 
+    /// The TSC's frequency in Hz.
     pub fn hz(&self) -> u64 {
         self.hz
     }

@@ -4,30 +4,42 @@
 use super::ffi;
 use std::ffi::CStr;
 
+/// Why a DPDK call or setup step failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A DPDK call failed; `errno` is `rte_errno` (or the negated return).
     #[error("{call} failed: {text} (rte_errno {errno})")]
     Call {
+        /// The DPDK function that failed.
         call: &'static str,
+        /// `rte_errno`, or the negated return value.
         errno: i32,
+        /// DPDK's text for `errno`.
         text: String,
     },
     #[error(
         "DPDK's EAL is already initialised in this process (it can start only once per process)"
     )]
+    /// `rte_eal_init` already ran in this process.
     AlreadyInitialised,
     #[error("EAL initialisation failed: {text} (rte_errno {errno}); EAL arguments: {args}")]
+    /// `rte_eal_init` failed.
     EalInit {
+        /// `rte_errno` after the call.
         errno: i32,
+        /// DPDK's text for `errno`.
         text: String,
+        /// The EAL arguments it was given, space-separated.
         args: String,
     },
     #[error("no DPDK port named {0:?} (is the device given to the EAL and its PMD installed?)")]
+    /// No DPDK port has this name.
     PortNotFound(String),
     #[error("invalid argument: {0}")]
+    /// An option or argument is out of range (what is wrong).
     Invalid(String),
     #[error("memory: {0}")]
+    /// A memory allocation failed (what and why).
     Memory(String),
 }
 
@@ -37,6 +49,7 @@ impl From<super::options::InvalidOption> for Error {
     }
 }
 
+/// The result of a DPDK call or setup step.
 pub type Result<T> = std::result::Result<T, Error>;
 
 /// The text DPDK gives for an errno value.

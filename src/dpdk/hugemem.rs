@@ -63,19 +63,23 @@ impl HugeMem {
         self.huge
     }
 
+    /// Length in bytes, as asked for (the mapping may be longer).
     pub fn len(&self) -> usize {
         self.len
     }
 
+    /// Whether the block is zero bytes long.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
+    /// The block's bytes.
     pub fn as_slice(&self) -> &[u8] {
         // SAFETY: the mapping holds len initialised (zeroed) bytes for our lifetime.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
 
+    /// The block's bytes, writable.
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
         // SAFETY: as above, and &mut self makes the access exclusive.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }

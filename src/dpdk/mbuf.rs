@@ -58,12 +58,14 @@ impl Mbuf {
     }
 
     #[inline]
+    /// Free bytes in front of the first segment's data.
     pub fn headroom(&self) -> usize {
         // SAFETY: self owns a valid mbuf.
         usize::from(unsafe { ffi::ferroce_pktmbuf_headroom(self.ptr()) })
     }
 
     #[inline]
+    /// Free bytes after the first segment's data.
     pub fn tailroom(&self) -> usize {
         // SAFETY: self owns a valid mbuf.
         usize::from(unsafe { ffi::ferroce_pktmbuf_tailroom(self.ptr()) })
@@ -83,6 +85,7 @@ impl Mbuf {
     }
 
     #[inline]
+    /// The first segment's bytes, writable.
     pub fn data_mut(&mut self) -> &mut [u8] {
         let len = self.data_len();
         // SAFETY: as in data(); &mut self makes the access exclusive.

@@ -15,6 +15,8 @@ use std::sync::Arc;
 /// The headroom DPDK reserves in front of each mbuf's data.
 pub const HEADROOM: u16 = ffi::RTE_PKTMBUF_HEADROOM as u16;
 
+/// A pool of packet mbufs (`rte_pktmbuf_pool_create`), shared by its
+/// handles; freed after the last one drops unless mbufs are still out.
 #[derive(Clone)]
 pub struct Mempool(Arc<PoolInner>);
 
@@ -32,6 +34,7 @@ unsafe impl Send for PoolInner {}
 unsafe impl Sync for PoolInner {}
 
 impl Mempool {
+    /// Creates pool `name` of `opts.mbufs` mbufs on the EAL's socket.
     pub fn new(eal: &Eal, name: &str, opts: &MempoolOptions) -> Result<Mempool> {
         let cname =
             CString::new(name).map_err(|_| Error::Invalid(format!("mempool name {name:?}")))?;
@@ -59,6 +62,7 @@ impl Mempool {
         })))
     }
 
+    /// The pool's name.
     pub fn name(&self) -> &str {
         &self.0.name
     }

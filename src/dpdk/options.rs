@@ -31,6 +31,7 @@ pub struct EalOptions {
     /// for the EAL, the main thread then free to run on any CPU (a port's
     /// `core` pins its datapath thread).
     pub lcores: String,
+    /// Whether to use hugepages: on, off, or auto (when enough are free).
     pub hugepages: HugepageMode,
     /// Memory to reserve in MiB (`-m`); with hugepages, 0 lets the EAL grow on demand.
     pub memory_mb: u32,
@@ -126,12 +127,16 @@ fn is_pci_address(s: &str) -> bool {
 /// read from /proc (no privilege needed).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HugepageState {
+    /// Free hugepages of the default size (`HugePages_Free`).
     pub free_pages: u64,
+    /// The default hugepage size in KiB (`Hugepagesize`).
     pub page_kib: u64,
+    /// Whether a hugetlbfs is mounted.
     pub hugetlbfs_mounted: bool,
 }
 
 impl HugepageState {
+    /// Reads /proc/meminfo and /proc/mounts; missing files read as none.
     pub fn read() -> HugepageState {
         let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
         let field = |name: &str| -> u64 {
@@ -151,6 +156,7 @@ impl HugepageState {
         }
     }
 
+    /// Free hugepage memory in MiB.
     pub fn free_mib(&self) -> u64 {
         self.free_pages * self.page_kib / 1024
     }
@@ -263,13 +269,18 @@ impl Default for MempoolOptions {
 #[derive(Debug, Clone, PartialEq, serde::Deserialize, serde::Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PortOptions {
+    /// Receive queues to set up.
     pub rx_queues: u16,
+    /// Transmit queues to set up.
     pub tx_queues: u16,
+    /// Descriptors per receive queue.
     pub rx_desc: u16,
+    /// Descriptors per transmit queue.
     pub tx_desc: u16,
     /// L3 MTU to set; `None` keeps the device's. RoCE at path MTU 4096 needs
     /// at least 4096 + 82 bytes (headers and ICRC).
     pub mtu: Option<u16>,
+    /// Whether to receive frames for any destination MAC.
     pub promiscuous: bool,
 }
 

@@ -46,21 +46,30 @@ impl fmt::Debug for MacAddr {
 /// Link state as the PMD reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LinkStatus {
+    /// Whether the link is up.
     pub up: bool,
+    /// Negotiated speed in Mbit/s (0 when unknown or down).
     pub speed_mbps: u32,
+    /// Whether the link runs full duplex.
     pub full_duplex: bool,
 }
 
 /// The PMD's basic counters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct PortStats {
+    /// Frames received.
     pub ipackets: u64,
+    /// Frames sent.
     pub opackets: u64,
+    /// Bytes received.
     pub ibytes: u64,
+    /// Bytes sent.
     pub obytes: u64,
     /// Frames the NIC dropped because the rx queue was full.
     pub imissed: u64,
+    /// Frames received with errors.
     pub ierrors: u64,
+    /// Frames the PMD failed to send.
     pub oerrors: u64,
     /// Rx failures for want of an mbuf.
     pub rx_nombuf: u64,
@@ -190,22 +199,27 @@ impl Port {
         Ok(Port(Arc::new(inner)))
     }
 
+    /// The DPDK port id.
     pub fn id(&self) -> PortId {
         self.0.id
     }
 
+    /// The DPDK port name (for a ring link, the link name and `_a` / `_b`).
     pub fn name(&self) -> &str {
         &self.0.name
     }
 
+    /// The options the port was configured with.
     pub fn options(&self) -> &PortOptions {
         &self.0.opts
     }
 
+    /// The mempool its receive queues allocate mbufs from.
     pub fn mempool(&self) -> &Mempool {
         &self.0.pool
     }
 
+    /// The port's MAC address (`rte_eth_macaddr_get`).
     pub fn mac(&self) -> Result<MacAddr> {
         let mut a = ffi::rte_ether_addr::default();
         // SAFETY: valid port id and out pointer.
@@ -215,6 +229,7 @@ impl Port {
         Ok(MacAddr(a.addr_bytes))
     }
 
+    /// The port's MTU (`rte_eth_dev_get_mtu`).
     pub fn mtu(&self) -> Result<u16> {
         let mut mtu = 0u16;
         // SAFETY: valid port id and out pointer.
@@ -224,6 +239,7 @@ impl Port {
         Ok(mtu)
     }
 
+    /// Link state, without waiting (`rte_eth_link_get_nowait`).
     pub fn link(&self) -> Result<LinkStatus> {
         let mut l = ffi::rte_eth_link::default();
         // SAFETY: valid port id and out pointer.
@@ -259,6 +275,7 @@ impl Port {
         }
     }
 
+    /// The PMD's basic counters (`rte_eth_stats_get`).
     pub fn stats(&self) -> Result<PortStats> {
         let mut s = ffi::rte_eth_stats::default();
         // SAFETY: valid port id and out pointer.
@@ -277,6 +294,7 @@ impl Port {
         })
     }
 
+    /// Zeroes the PMD's basic counters (`rte_eth_stats_reset`).
     pub fn reset_stats(&self) -> Result<()> {
         // SAFETY: valid port id.
         check("rte_eth_stats_reset", unsafe {
@@ -453,10 +471,12 @@ pub struct PortQueue {
 }
 
 impl PortQueue {
+    /// The port the queue belongs to.
     pub fn port(&self) -> &Port {
         &self.port
     }
 
+    /// The queue's index on its port.
     pub fn queue_id(&self) -> QueueId {
         QueueId(self.q)
     }

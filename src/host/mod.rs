@@ -18,7 +18,9 @@ use pump::Endpoint;
 /// A device and its neighbour table.
 #[derive(Debug)]
 pub struct Host {
+    /// The transport device: QPs, memory regions, completion queues.
     pub dev: Device,
+    /// ARP and Neighbor Discovery: the MAC address of each peer IP.
     pub neigh: Neighbours,
 }
 

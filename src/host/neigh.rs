@@ -72,6 +72,7 @@ impl Default for NeighConfig {
 /// What a lookup found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lookup {
+    /// The neighbour's MAC address.
     Found(MacAddr),
     /// A request is out; ask again later.
     Pending,
@@ -123,7 +124,9 @@ pub struct NeighCounters {
     pub requests_received: u64,
     /// ARP replies and Neighbor Advertisements received.
     pub replies_received: u64,
+    /// Addresses that became known after a request (or a failure) for them.
     pub resolved: u64,
+    /// Resolutions given up: the probes ran out unanswered, or the address could not be asked.
     pub failed: u64,
     /// ARP frames that were not Ethernet / IPv4 requests or replies;
     /// solicitations and advertisements that fail RFC 4861 §7.1's checks.
@@ -182,6 +185,7 @@ impl Neighbours {
         self
     }
 
+    /// What the table counted so far.
     pub fn counters(&self) -> &NeighCounters {
         &self.counters
     }

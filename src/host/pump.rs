@@ -21,9 +21,13 @@ const _: () = assert!(
 /// frames to send, in time: a transport [`Device`], or a
 /// [`super::Host`] (a device and its neighbour table).
 pub trait Endpoint {
+    /// Takes a received frame.
     fn handle(&mut self, now: Instant, frame: &[u8]);
+    /// Writes the next frame to send into `buf` and returns its length, or `None` when there is none now.
     fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize>;
+    /// When the endpoint next needs [`Endpoint::handle_timeout`]; `None`: no timer runs.
     fn poll_timeout(&self) -> Option<Instant>;
+    /// Runs the timers due at `now`.
     fn handle_timeout(&mut self, now: Instant);
 }
 
@@ -45,7 +49,9 @@ impl Endpoint for Device {
 /// What one [`pump`] moved.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PumpStats {
+    /// Frames received and handed to the endpoint.
     pub rx: usize,
+    /// Frames the backend accepted for transmission.
     pub tx: usize,
 }
 

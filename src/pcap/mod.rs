@@ -130,14 +130,23 @@ pub struct Record<'a> {
 #[derive(Debug, thiserror::Error)]
 pub enum PcapError {
     #[error("pcap I/O error: {0}")]
+    /// Reading or writing the underlying stream failed.
     Io(#[from] io::Error),
     /// Opening or creating a file failed.
     #[error("{}: {source}", path.display())]
-    File { path: PathBuf, source: io::Error },
+    File {
+        /// The file.
+        path: PathBuf,
+        /// What the OS said.
+        source: io::Error,
+    },
     /// The input ends before the 24-byte global header does (or, for any
     /// format, before its 4-byte magic).
     #[error("not a pcap file: {len} bytes, shorter than the 24-byte global header")]
-    ShortHeader { len: usize },
+    ShortHeader {
+        /// Bytes in the input.
+        len: usize,
+    },
     /// The first four bytes are no pcap or pcapng magic; the value is those
     /// bytes in file order (as a hex dump shows them).
     #[error(
@@ -147,22 +156,38 @@ pub enum PcapError {
     BadMagic(u32),
     /// The global header names a format version other than 2.x.
     #[error("unsupported pcap format version {major}.{minor} (expected 2.4)")]
-    BadVersion { major: u16, minor: u16 },
+    BadVersion {
+        /// Major version in the header.
+        major: u16,
+        /// Minor version in the header.
+        minor: u16,
+    },
     /// The input ends inside the header or the data of record `record`
     /// (counted from 0).
     #[error("pcap record {record} (from 0) is truncated: the file ends inside its header or data")]
-    Truncated { record: u64 },
+    Truncated {
+        /// The record, counted from 0.
+        record: u64,
+    },
     /// Record `record` (counted from 0) claims more captured bytes than the
     /// larger of the file's snaplen and 262144: the file is corrupt.
     #[error(
         "pcap record {record} (from 0) claims {len} captured bytes, more than the file's \
          snaplen and 262144 allow: the file is corrupt"
     )]
-    RecordTooLong { record: u64, len: u32 },
+    RecordTooLong {
+        /// The record, counted from 0.
+        record: u64,
+        /// The captured length it claims.
+        len: u32,
+    },
     /// The input ends inside pcapng block `block` (counted from 0, the
     /// first Section Header Block being block 0).
     #[error("pcapng block {block} (from 0) is truncated: the file ends inside it")]
-    NgTruncated { block: u64 },
+    NgTruncated {
+        /// The block, counted from 0.
+        block: u64,
+    },
     /// A pcapng block's total length is not a multiple of 4, or too short
     /// for the fixed fields of its type.
     #[error(
@@ -170,8 +195,11 @@ pub enum PcapError {
          bytes: not a multiple of 4 or shorter than its fixed fields; the file is corrupt"
     )]
     NgBadBlockLength {
+        /// The block, counted from 0.
         block: u64,
+        /// Its block type.
         block_type: u32,
+        /// Its total length field.
         len: u32,
     },
     /// The total length at the end of a pcapng block differs from the one
@@ -180,19 +208,38 @@ pub enum PcapError {
         "pcapng block {block} (from 0) starts with a total length of {head} bytes but ends \
          with {tail}: the file is corrupt"
     )]
-    NgLengthMismatch { block: u64, head: u32, tail: u32 },
+    NgLengthMismatch {
+        /// The block, counted from 0.
+        block: u64,
+        /// Total length at the block's start.
+        head: u32,
+        /// Total length at the block's end.
+        tail: u32,
+    },
     /// A pcapng Section Header Block's byte-order magic is neither
     /// `1a2b3c4d` nor `4d3c2b1a`; the value is its bytes in file order.
     #[error(
         "pcapng block {block} (from 0) is a section header with byte-order magic 0x{magic:08x}, \
          expected 1a2b3c4d in either byte order"
     )]
-    NgBadByteOrder { block: u64, magic: u32 },
+    NgBadByteOrder {
+        /// The block, counted from 0.
+        block: u64,
+        /// The byte-order magic, in file order.
+        magic: u32,
+    },
     /// A pcapng section's major version is not 1.
     #[error(
         "pcapng block {block} (from 0): unsupported section version {major}.{minor} (expected 1.0)"
     )]
-    NgBadVersion { block: u64, major: u16, minor: u16 },
+    NgBadVersion {
+        /// The block, counted from 0.
+        block: u64,
+        /// Major version in the section header.
+        major: u16,
+        /// Minor version in the section header.
+        minor: u16,
+    },
     /// A pcapng packet block names an interface its section has not
     /// described (yet): `count` interfaces are known.
     #[error(
@@ -200,8 +247,11 @@ pub enum PcapError {
          describes only {count} interface(s) before it"
     )]
     NgUnknownInterface {
+        /// The block, counted from 0.
         block: u64,
+        /// The interface ID it names.
         interface: u32,
+        /// Interfaces the section has described before it.
         count: usize,
     },
     /// A pcapng packet block claims more captured bytes than it holds.
@@ -210,8 +260,11 @@ pub enum PcapError {
          {room}: the file is corrupt"
     )]
     NgCapturedBeyondBlock {
+        /// The block, counted from 0.
         block: u64,
+        /// Captured length it claims.
         captured: u32,
+        /// Bytes the block has room for.
         room: u32,
     },
     /// An option of a pcapng Interface Description Block runs past the end
@@ -221,15 +274,32 @@ pub enum PcapError {
         "pcapng block {block} (from 0): interface option {code} of {len} bytes is malformed \
          (past the end of the block or the wrong size for its code)"
     )]
-    NgBadOption { block: u64, code: u16, len: u16 },
+    NgBadOption {
+        /// The block, counted from 0.
+        block: u64,
+        /// The option code.
+        code: u16,
+        /// The option's length.
+        len: u16,
+    },
     /// A frame to write is longer than the 32-bit length field can say.
     #[error("cannot write pcap record {record}: {len} bytes do not fit a 32-bit length")]
-    FrameTooLarge { record: u64, len: usize },
+    FrameTooLarge {
+        /// The record, counted from 0.
+        record: u64,
+        /// The frame's length.
+        len: usize,
+    },
     /// A timestamp to write is past the 32-bit seconds field (year 2106).
     #[error(
         "cannot write pcap record {record}: timestamp {ts_ns} ns is past the 32-bit seconds field"
     )]
-    TimestampOutOfRange { record: u64, ts_ns: u64 },
+    TimestampOutOfRange {
+        /// The record, counted from 0.
+        record: u64,
+        /// The timestamp, in ns since the Unix epoch.
+        ts_ns: u64,
+    },
     /// A record to write has another link type than the file: a classic
     /// pcap file has one for all its frames.
     #[error(
@@ -237,8 +307,11 @@ pub enum PcapError {
          ({file_linktype})"
     )]
     LinktypeMismatch {
+        /// The record, counted from 0.
         record: u64,
+        /// The record's link type.
         record_linktype: u32,
+        /// The file's link type.
         file_linktype: u32,
     },
     /// A writer needs a snaplen of at least one byte.

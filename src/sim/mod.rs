@@ -5,6 +5,7 @@
 //! is `ferroce lab` (experiment files, fabrics, workloads, plots); [`cli`]
 //! holds the bodies of those two subcommands.
 
+#![allow(missing_docs)]
 #![deny(unsafe_code)]
 
 pub mod cli;

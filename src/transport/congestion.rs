@@ -56,6 +56,7 @@ pub struct CongestionConfig {
     /// Mark sent packets ECN-capable (ECT(0)) when their traffic class
     /// does not.
     pub ecn: bool,
+    /// The notification point: when a marked packet gets a CNP and how the CNP is sent.
     pub np: NpConfig,
     /// The reaction point's rate control of every QP.
     pub rp: CcConfig,

@@ -11,15 +11,23 @@ use core::net::IpAddr;
 /// the simulator does).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConnectParams {
+    /// Path MTU of both QPs.
     pub mtu: Mtu,
+    /// Local ACK timeout exponent: 4.096 µs x 2^timeout, 0 = none.
     pub timeout: u8,
+    /// Transport retries before a work request fails, 0..7.
     pub retry_cnt: u8,
+    /// RNR retries before a work request fails, 0..7; 7 = forever.
     pub rnr_retry: u8,
+    /// RNR NAK timer code each responder sends (IBTA Vol. 1 §9.7.5.2.8).
     pub min_rnr_timer: u8,
+    /// READ and atomic requests outstanding at most, each way.
     pub max_rd_atomic: u8,
+    /// Remote access each responder grants.
     pub access: crate::transport::Access,
-    /// First PSN each side sends (the other side's RQ PSN).
+    /// First PSN side A sends (side B's RQ PSN).
     pub psn_a: u32,
+    /// First PSN side B sends (side A's RQ PSN).
     pub psn_b: u32,
     /// DSCP and ECN bits of every packet; default
     /// [`DEFAULT_TRAFFIC_CLASS`](crate::transport::congestion::DEFAULT_TRAFFIC_CLASS).

@@ -66,34 +66,54 @@ use std::collections::VecDeque;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
     #[error("no such QP")]
+    /// No QP has that number.
     NoSuchQp,
     #[error("no such completion queue")]
+    /// No completion queue has that handle.
     NoSuchCq,
     #[error("no such protection domain")]
+    /// No protection domain has that handle.
     NoSuchPd,
     #[error("QP number {0:#x} is in use or out of range")]
+    /// The requested QP number is taken or outside 24 bits.
     QpnUnavailable(u32),
     #[error("invalid QP state transition {from:?} -> {to:?}")]
-    InvalidTransition { from: QpState, to: QpState },
+    /// The transition does not exist for an RC QP.
+    InvalidTransition {
+        /// The QP's state.
+        from: QpState,
+        /// The state asked for.
+        to: QpState,
+    },
     #[error("attribute {0} is required by this transition")]
+    /// A transition left out an attribute it requires (the attribute's name).
     MissingAttr(&'static str),
     #[error("attribute {0} is not allowed in this transition")]
+    /// A transition gave an attribute it does not allow (the attribute's name).
     UnexpectedAttr(&'static str),
     #[error("invalid attribute: {0}")]
+    /// An attribute's value is out of range (what is wrong).
     InvalidAttr(&'static str),
     #[error("the QP's state does not allow this ({0:?})")]
+    /// The QP's state does not allow the verb (the state).
     WrongState(QpState),
     #[error("the queue is full")]
+    /// The send or receive queue has no room.
     QueueFull,
     #[error("too many scatter/gather elements")]
+    /// A work request has more scatter/gather elements than the QP allows.
     TooManySge,
     #[error("inline data longer than max_inline_data")]
+    /// Inline data longer than the QP's `max_inline_data`.
     InlineTooLong,
     #[error("invalid argument: {0}")]
+    /// An argument is out of range (which and why).
     InvalidArgument(&'static str),
     #[error("still in use: {0}")]
+    /// A resource is still used by another (which).
     Busy(&'static str),
     #[error("no such memory region")]
+    /// No memory region has that key.
     NoSuchMr,
 }
 
@@ -149,24 +169,40 @@ impl Sink<'_> {
 pub enum Event {
     /// The send queue of a QP in SQD has nothing outstanding
     /// (`IBV_EVENT_SQ_DRAINED`).
-    SqDrained { qpn: u32 },
+    SqDrained {
+        /// The QP.
+        qpn: u32,
+    },
     /// A QP went to ERR because of a protocol error: `status` is that of
     /// the completion that reported it on this side, or, when this side's
     /// responder sent a fatal NAK, the one the peer's requester gets.
-    QpError { qpn: u32, status: WcStatus },
+    QpError {
+        /// The QP.
+        qpn: u32,
+        /// The completion status that reports the error.
+        status: WcStatus,
+    },
     /// A completion found CQ `cq` full (`IBV_EVENT_CQ_ERR`). Unlike a
     /// NIC, nothing is lost and no QP fails: the completion waits, in
     /// order, until `poll_cq` makes room. Reported once per overrun.
-    CqOverrun { cq: u32 },
+    CqOverrun {
+        /// The completion queue's number.
+        cq: u32,
+    },
 }
 
 /// Sizes of a QP's queues and its number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QpCaps {
+    /// Send work requests the QP holds at most.
     pub max_send_wr: u32,
+    /// Receive work requests the QP holds at most.
     pub max_recv_wr: u32,
+    /// Scatter/gather elements per send work request at most.
     pub max_send_sge: u32,
+    /// Scatter/gather elements per receive work request at most.
     pub max_recv_sge: u32,
+    /// Bytes of inline data per send work request at most.
     pub max_inline_data: u32,
     /// Every send work request completes, signaled or not.
     pub sq_sig_all: bool,
@@ -194,6 +230,7 @@ impl Default for QpCaps {
 /// A device's identity and limits.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DeviceConfig {
+    /// The port's MAC address, the source of every frame.
     pub mac: MacAddr,
     /// The GID table: index -> address (IPv4 GIDs as IPv4 addresses).
     pub gids: Vec<IpAddr>,
@@ -211,6 +248,8 @@ pub struct DeviceConfig {
 }
 
 impl DeviceConfig {
+    /// Port `mac` with the one GID `ip`, the default P_Key, no VLAN and
+    /// default tunables and congestion settings.
     pub fn new(mac: MacAddr, ip: IpAddr) -> DeviceConfig {
         DeviceConfig {
             mac,
@@ -391,6 +430,7 @@ pub struct Device {
 }
 
 impl Device {
+    /// A device with `cfg`, checked; no PD, MR, CQ or QP yet.
     pub fn new(cfg: DeviceConfig) -> Result<Device, Error> {
         cfg.qp.check()?;
         if let Some(v) = cfg.vlan {
@@ -418,20 +458,24 @@ impl Device {
         })
     }
 
+    /// The configuration the device was created with.
     pub fn config(&self) -> &DeviceConfig {
         &self.cfg
     }
 
     // ----- verbs: resources -----
 
+    /// A new protection domain (`ibv_alloc_pd`).
     pub fn alloc_pd(&mut self) -> PdId {
         self.mrs.alloc_pd()
     }
 
+    /// Registers a memory region (`ibv_reg_mr`); returns its keys.
     pub fn reg_mr(&mut self, spec: MrSpec) -> Result<MrKeys, Error> {
         self.mrs.register(spec)
     }
 
+    /// Deregisters the region `lkey`; false if there is none.
     pub fn dereg_mr(&mut self, lkey: Lkey) -> bool {
         self.mrs.deregister(lkey)
     }
@@ -441,6 +485,7 @@ impl Device {
         self.mrs.bytes(lkey)
     }
 
+    /// The bytes of a memory region, writable.
     pub fn mr_mut(&mut self, lkey: Lkey) -> Option<&mut [u8]> {
         self.mrs.bytes_mut(lkey)
     }
@@ -450,6 +495,7 @@ impl Device {
         self.mrs.revalidate(lkey)
     }
 
+    /// A completion queue of `cap` entries (`ibv_create_cq`).
     pub fn create_cq(&mut self, cap: usize) -> Result<CqId, Error> {
         if cap == 0 {
             return Err(Error::InvalidArgument("a CQ needs room for one entry"));
@@ -556,6 +602,7 @@ impl Device {
         self.cqs.get(cq.0 as usize).map_or(0, |c| c.q.len())
     }
 
+    /// A QP in RESET on `pd` with its CQs (`ibv_create_qp`); returns its number.
     pub fn create_qp(
         &mut self,
         pd: PdId,
@@ -624,6 +671,7 @@ impl Device {
         cc
     }
 
+    /// Destroys a QP; its counters join the device's totals.
     pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), Error> {
         let qp = self.qps.remove(&qpn).ok_or(Error::NoSuchQp)?;
         self.gone.add(&qp.counters);
@@ -632,6 +680,7 @@ impl Device {
         Ok(())
     }
 
+    /// A QP's state and attributes (`ibv_query_qp`).
     pub fn query_qp(&self, qpn: u32) -> Result<(QpState, QpAttr), Error> {
         let qp = self.qps.get(&qpn).ok_or(Error::NoSuchQp)?;
         Ok((qp.state, qp.attr))
@@ -1240,6 +1289,7 @@ impl Device {
         self.prune_timers();
     }
 
+    /// The next asynchronous event, if any (`ibv_get_async_event`).
     pub fn poll_event(&mut self) -> Option<Event> {
         if let Some(e) = self.events.pop_front() {
             return Some(e);
@@ -1251,6 +1301,7 @@ impl Device {
 
     // ----- observability -----
 
+    /// A QP's counters.
     pub fn qp_counters(&self, qpn: u32) -> Option<&QpCounters> {
         self.qps.get(&qpn).map(|q| &q.counters)
     }
@@ -1264,6 +1315,7 @@ impl Device {
         c
     }
 
+    /// What the receive path dropped before any QP saw it.
     pub fn rx_counters(&self) -> &RxCounters {
         &self.rx
     }

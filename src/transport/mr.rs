@@ -27,24 +27,34 @@ pub struct PdId(pub u32);
 pub struct Access(u32);
 
 impl Access {
+    /// No access beyond local read.
     pub const NONE: Access = Access(0);
+    /// Local writes: a receive, a READ response or an atomic result may land here.
     pub const LOCAL_WRITE: Access = Access(1);
+    /// Peers may RDMA WRITE here.
     pub const REMOTE_WRITE: Access = Access(2);
+    /// Peers may RDMA READ from here.
     pub const REMOTE_READ: Access = Access(4);
+    /// Peers may run atomics on 8-byte words here.
     pub const REMOTE_ATOMIC: Access = Access(8);
     /// May be invalidated by a peer's SEND with invalidate.
     pub const REMOTE_INVALIDATE: Access = Access(1 << 8);
+    /// Every right above.
     pub const ALL: Access = Access(1 | 2 | 4 | 8 | (1 << 8));
 
+    /// Both sets' rights.
     pub const fn union(self, o: Access) -> Access {
         Access(self.0 | o.0)
     }
+    /// Whether every right of `o` is in this set.
     pub const fn contains(self, o: Access) -> bool {
         self.0 & o.0 == o.0
     }
+    /// The `ibv_access_flags` bits.
     pub const fn bits(self) -> u32 {
         self.0
     }
+    /// The rights of `ibv_access_flags` bits `b`; unknown bits are dropped.
     pub const fn from_bits(b: u32) -> Access {
         Access(b & Access::ALL.0)
     }
@@ -61,24 +71,33 @@ impl core::ops::BitOr for Access {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum AccessError {
     #[error("no memory region with key {0:#x}")]
+    /// No region has the key (the key).
     NoSuchKey(u32),
     #[error("memory region {0:#x} was invalidated")]
+    /// The region was invalidated (the key).
     Invalidated(u32),
     #[error("memory region {0:#x} belongs to another protection domain")]
+    /// The region belongs to another protection domain (the key).
     WrongPd(u32),
     #[error("memory region {0:#x} does not grant the access")]
+    /// The region does not grant the access (the key).
     NotPermitted(u32),
     #[error("range outside memory region {0:#x}")]
+    /// The range is not inside the region (the key).
     OutOfBounds(u32),
     #[error("atomic address not 8-byte aligned")]
+    /// An atomic's address is not 8-byte aligned.
     Misaligned,
 }
 
 /// How to register a region.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MrSpec {
+    /// Protection domain the region belongs to.
     pub pd: PdId,
+    /// Length in bytes.
     pub len: usize,
+    /// Rights the region grants.
     pub access: Access,
     /// Virtual address of the first byte; `None` picks a fresh range.
     pub addr: Option<u64>,
@@ -90,16 +109,22 @@ pub struct MrSpec {
 /// The keys and address of a registered region.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MrKeys {
+    /// Key that names the region in local scatter/gather elements.
     pub lkey: Lkey,
+    /// Key that names the region in a peer's RETH, AtomicETH or IETH.
     pub rkey: Rkey,
+    /// Virtual address of the first byte.
     pub addr: u64,
+    /// Length in bytes.
     pub len: usize,
 }
 
 /// The memory a region's bytes live in: a `Vec` by default, hugepages
 /// when the engine registers them (`crate::dpdk::HugeMem`).
 pub trait RegionMemory: Send + core::fmt::Debug {
+    /// The region's bytes.
     fn bytes(&self) -> &[u8];
+    /// The region's bytes, writable.
     fn bytes_mut(&mut self) -> &mut [u8];
 }
 
@@ -192,6 +217,7 @@ pub struct MrTable {
 const FIRST_ADDR: u64 = 0x1_0000_0000;
 
 impl MrTable {
+    /// An empty table: no protection domain, no region.
     pub fn new() -> MrTable {
         MrTable {
             next_pd: 1,
@@ -202,12 +228,14 @@ impl MrTable {
         }
     }
 
+    /// A new protection domain.
     pub fn alloc_pd(&mut self) -> PdId {
         let pd = PdId(self.next_pd);
         self.next_pd += 1;
         pd
     }
 
+    /// Whether `pd` was allocated and not freed.
     pub fn pd_exists(&self, pd: PdId) -> bool {
         pd.0 != 0 && pd.0 < self.next_pd && !self.freed_pds.contains(&pd.0)
     }
@@ -299,6 +327,7 @@ impl MrTable {
         })
     }
 
+    /// Removes region `key`; false if there is none.
     pub fn deregister(&mut self, key: Lkey) -> bool {
         self.mrs.remove(&key).is_some()
     }
@@ -308,6 +337,7 @@ impl MrTable {
         self.mrs.get(&key).map(|m| m.mem.bytes())
     }
 
+    /// The bytes of region `key` (valid or not), writable.
     pub fn bytes_mut(&mut self, key: Lkey) -> Option<&mut [u8]> {
         self.mrs.get_mut(&key).map(|m| m.mem.bytes_mut())
     }
@@ -517,8 +547,18 @@ fn pieces(sges: &[Sge], mut offset: u64, len: u64) -> impl Iterator<Item = (Sge,
 /// An atomic operation on a remote word.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AtomicOp {
-    CompareSwap { compare: u64, swap: u64 },
-    FetchAdd { add: u64 },
+    /// Replace the word with `swap` if it equals `compare`.
+    CompareSwap {
+        /// The value the word must hold for the swap to happen.
+        compare: u64,
+        /// The value written if it does.
+        swap: u64,
+    },
+    /// Add `add` to the word, wrapping.
+    FetchAdd {
+        /// The addend.
+        add: u64,
+    },
 }
 
 #[cfg(test)]

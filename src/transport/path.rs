@@ -9,7 +9,9 @@ use crate::wire::{
 /// The headers every packet of one QP shares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Path {
+    /// Source MAC address: the port's.
     pub smac: MacAddr,
+    /// Destination MAC address: the next hop's.
     pub dmac: MacAddr,
     /// The port's 802.1Q tag, if it is on a VLAN (see [`super::vlan`]).
     pub vlan: Option<VlanTag>,
@@ -17,17 +19,24 @@ pub struct Path {
     pub ip: IpRepr,
     /// Constant per QP (A17 §17.3.2.1).
     pub src_port: u16,
+    /// Partition key of every BTH (IBTA Vol. 1 §9.2.6).
     pub pkey: u16,
+    /// Destination QP number of every BTH (IBTA Vol. 1 §9.2.7).
     pub dest_qp: u32,
 }
 
 /// One packet to write: the BTH fields that vary and the extension headers.
 #[derive(Debug, Clone, Copy)]
 pub struct Packet {
+    /// BTH opcode (IBTA Vol. 1 §9.2.1).
     pub opcode: Opcode,
+    /// BTH packet sequence number.
     pub psn: Psn,
+    /// BTH AckReq: ask the responder for an ACK (§9.2.8).
     pub ack_req: bool,
+    /// BTH SE: solicited event (§9.2.2).
     pub solicited: bool,
+    /// The extension headers the opcode carries.
     pub ext: ExtHeaders,
 }
 

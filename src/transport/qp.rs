@@ -11,7 +11,9 @@ use core::net::IpAddr;
 /// QP states (`ibv_qp_state`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 pub enum QpState {
+    /// Created or reset: no queue runs, no packet is taken.
     Reset,
+    /// Initialised: receive WQEs may be posted; nothing is sent or received.
     Init,
     /// Ready to receive: the responder runs.
     Rtr,
@@ -21,20 +23,27 @@ pub enum QpState {
     Sqd,
     /// Send queue error (UC / UD only; never entered by RC).
     Sqe,
+    /// Error: every outstanding and new work request completes flushed.
     Err,
 }
 
 /// Path MTU (`ibv_mtu`, IBTA §9.7.7.2.x: 256..4096).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 pub enum Mtu {
+    /// 256 bytes.
     Mtu256 = 1,
+    /// 512 bytes.
     Mtu512 = 2,
+    /// 1024 bytes.
     Mtu1024 = 3,
+    /// 2048 bytes.
     Mtu2048 = 4,
+    /// 4096 bytes.
     Mtu4096 = 5,
 }
 
 impl Mtu {
+    /// The five MTUs, smallest first.
     pub const ALL: [Mtu; 5] = [
         Mtu::Mtu256,
         Mtu::Mtu512,
@@ -42,6 +51,7 @@ impl Mtu {
         Mtu::Mtu2048,
         Mtu::Mtu4096,
     ];
+    /// The MTU in bytes.
     pub const fn bytes(self) -> u32 {
         128 << (self as u32)
     }
@@ -57,12 +67,15 @@ impl Mtu {
 pub struct AddressVector {
     /// Remote GID as an IP address (an IPv4 GID is `::ffff:a.b.c.d`).
     pub dgid: IpAddr,
+    /// Destination MAC address of every packet (the next hop's).
     pub dmac: MacAddr,
     /// Index of the local GID (our source address) in the device's table.
     pub sgid_index: u8,
+    /// IP TTL / hop limit of every packet.
     pub hop_limit: u8,
     /// DSCP (bits 7..2) and ECN (bits 1..0) of every packet.
     pub traffic_class: u8,
+    /// IPv6 flow label, 20 bits.
     pub flow_label: u32,
     /// UDP source port; `None` uses the kernel's formula over both QPNs.
     pub src_port: Option<u16>,
@@ -71,25 +84,39 @@ pub struct AddressVector {
 /// Attributes of a QP (`ibv_qp_attr`); [`AttrMask`] says which are given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QpAttr {
+    /// The state to move to.
     pub qp_state: QpState,
+    /// The state the caller believes the QP is in; checked when given.
     pub cur_qp_state: QpState,
+    /// Index of the P_Key in the device's table.
     pub pkey_index: u16,
+    /// Physical port, from 1.
     pub port_num: u8,
+    /// Remote access the responder grants (RDMA WRITE, READ, atomics).
     pub qp_access_flags: super::Access,
+    /// Path MTU: the largest payload of one packet.
     pub path_mtu: Mtu,
+    /// Destination QP number (IBTA Vol. 1 §9.2 BTH DestQP).
     pub dest_qp_num: u32,
+    /// Expected PSN of the first incoming request (RTR).
     pub rq_psn: u32,
+    /// PSN of the first request sent (RTS).
     pub sq_psn: u32,
+    /// READ and atomic requests the responder holds outstanding at most.
     pub max_dest_rd_atomic: u8,
+    /// READ and atomic requests the requester keeps outstanding at most.
     pub max_rd_atomic: u8,
     /// RNR NAK timer code the responder sends (reference B.5).
     pub min_rnr_timer: u8,
     /// Local ACK timeout exponent: 4.096 µs x 2^timeout, 0 = none.
     pub timeout: u8,
+    /// Transport retries after a timeout or sequence NAK before failing, 0..7.
     pub retry_cnt: u8,
     /// 7 = retry forever.
     pub rnr_retry: u8,
+    /// Address vector of the remote end; required for RTR.
     pub ah_attr: Option<AddressVector>,
+    /// Kept as given; the drained event is raised whether or not it is set.
     pub en_sqd_async_notify: bool,
 }
 
@@ -122,26 +149,46 @@ impl Default for QpAttr {
 pub struct AttrMask(u32);
 
 impl AttrMask {
+    /// [`QpAttr::qp_state`] is given.
     pub const STATE: AttrMask = AttrMask(1 << 0);
+    /// [`QpAttr::cur_qp_state`] is given.
     pub const CUR_STATE: AttrMask = AttrMask(1 << 1);
+    /// [`QpAttr::en_sqd_async_notify`] is given.
     pub const EN_SQD_ASYNC_NOTIFY: AttrMask = AttrMask(1 << 2);
+    /// [`QpAttr::qp_access_flags`] is given.
     pub const ACCESS_FLAGS: AttrMask = AttrMask(1 << 3);
+    /// [`QpAttr::pkey_index`] is given.
     pub const PKEY_INDEX: AttrMask = AttrMask(1 << 4);
+    /// [`QpAttr::port_num`] is given.
     pub const PORT: AttrMask = AttrMask(1 << 5);
+    /// [`QpAttr::ah_attr`] is given.
     pub const AV: AttrMask = AttrMask(1 << 7);
+    /// [`QpAttr::path_mtu`] is given.
     pub const PATH_MTU: AttrMask = AttrMask(1 << 8);
+    /// [`QpAttr::timeout`] is given.
     pub const TIMEOUT: AttrMask = AttrMask(1 << 9);
+    /// [`QpAttr::retry_cnt`] is given.
     pub const RETRY_CNT: AttrMask = AttrMask(1 << 10);
+    /// [`QpAttr::rnr_retry`] is given.
     pub const RNR_RETRY: AttrMask = AttrMask(1 << 11);
+    /// [`QpAttr::rq_psn`] is given.
     pub const RQ_PSN: AttrMask = AttrMask(1 << 12);
+    /// [`QpAttr::max_rd_atomic`] is given.
     pub const MAX_QP_RD_ATOMIC: AttrMask = AttrMask(1 << 13);
+    /// An alternate path: allowed where IBTA allows it, then ignored (no path migration).
     pub const ALT_PATH: AttrMask = AttrMask(1 << 14);
+    /// [`QpAttr::min_rnr_timer`] is given.
     pub const MIN_RNR_TIMER: AttrMask = AttrMask(1 << 15);
+    /// [`QpAttr::sq_psn`] is given.
     pub const SQ_PSN: AttrMask = AttrMask(1 << 16);
+    /// [`QpAttr::max_dest_rd_atomic`] is given.
     pub const MAX_DEST_RD_ATOMIC: AttrMask = AttrMask(1 << 17);
+    /// Path migration state: allowed where IBTA allows it, then ignored.
     pub const PATH_MIG_STATE: AttrMask = AttrMask(1 << 18);
+    /// [`QpAttr::dest_qp_num`] is given.
     pub const DEST_QPN: AttrMask = AttrMask(1 << 20);
 
+    /// No attribute.
     pub const NONE: AttrMask = AttrMask(0);
 
     const NAMES: [(AttrMask, &'static str); 19] = [
@@ -166,9 +213,11 @@ impl AttrMask {
         (AttrMask::DEST_QPN, "DEST_QPN"),
     ];
 
+    /// Both masks' attributes.
     pub const fn union(self, o: AttrMask) -> AttrMask {
         AttrMask(self.0 | o.0)
     }
+    /// Whether every attribute of `o` is in this mask.
     pub const fn contains(self, o: AttrMask) -> bool {
         self.0 & o.0 == o.0
     }
@@ -277,8 +326,11 @@ pub fn transition_attrs(from: QpState, to: QpState) -> Option<(AttrMask, AttrMas
 /// Device limits a QP's attributes are checked against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
+    /// Largest `max_rd_atomic` and `max_dest_rd_atomic` allowed.
     pub max_rd_atomic: u8,
+    /// Entries in the P_Key table.
     pub pkeys: usize,
+    /// Entries in the GID table.
     pub gids: usize,
 }
 

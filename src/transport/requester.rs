@@ -86,6 +86,7 @@ impl Default for QpConfig {
 }
 
 impl QpConfig {
+    /// `InvalidArgument` if a tunable is out of range.
     pub fn check(&self) -> Result<(), super::Error> {
         if self.ack_req_every == 0 {
             return Err(super::Error::InvalidArgument(

@@ -29,6 +29,7 @@ pub struct Vlan {
 }
 
 impl Vlan {
+    /// VLAN `id` with priority `pcp` (unchecked: see [`Vlan::check`]).
     pub fn new(id: u16, pcp: u8) -> Vlan {
         Vlan { id, pcp }
     }

@@ -45,6 +45,7 @@
 //! is resolved from its GID (ARP for IPv4, Neighbor Discovery for IPv6)
 //! when the QP moves to RTR.
 
+#![allow(missing_docs)]
 #![deny(unsafe_code)]
 
 use crate::backend::{Backend, Burst};

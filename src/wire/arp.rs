@@ -76,17 +76,24 @@ impl<T: AsRef<[u8]>> ArpPacket<T> {
 /// ARP operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ArpOp {
+    /// Who has `tpa`? (operation 1, RFC 826).
     Request,
+    /// `spa` is at `sha` (operation 2).
     Reply,
 }
 
 /// An Ethernet / IPv4 ARP packet as plain values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ArpRepr {
+    /// Request or reply.
     pub op: ArpOp,
+    /// Sender hardware (MAC) address.
     pub sha: MacAddr,
+    /// Sender protocol (IPv4) address.
     pub spa: Ipv4Addr,
+    /// Target hardware address (ignored in a request).
     pub tha: MacAddr,
+    /// Target protocol address.
     pub tpa: Ipv4Addr,
 }
 

@@ -30,6 +30,7 @@ impl<T: AsRef<[u8]>> Bth<T> {
     fn b(&self) -> &[u8] {
         self.buffer.as_ref()
     }
+    /// Operation code, byte 0 (§9.2.1).
     pub fn opcode(&self) -> Opcode {
         Opcode(self.b()[0])
     }
@@ -88,15 +89,23 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Bth<T> {
 /// the payload length ([`super::pad_count`]) and is written by the frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BthRepr {
+    /// Operation code (§9.2.1).
     pub opcode: Opcode,
+    /// Solicited event (§9.2.2).
     pub solicited: bool,
+    /// Migration request (§9.2.3).
     pub mig_req: bool,
+    /// Partition key (§9.2.6).
     pub pkey: u16,
+    /// Forward ECN; unused on RoCE v2 (A17 CA17-29).
     pub fecn: bool,
+    /// Backward ECN; set in CNPs (reference B.8).
     pub becn: bool,
     /// 24 bits.
     pub dest_qp: u32,
+    /// Acknowledge request (§9.2.8).
     pub ack_req: bool,
+    /// Packet sequence number (§9.2.9).
     pub psn: Psn,
 }
 
@@ -143,6 +152,7 @@ impl BthRepr {
         }
     }
 
+    /// The BTH's length, always [`HEADER_LEN`].
     pub const fn header_len(&self) -> usize {
         HEADER_LEN
     }

@@ -23,6 +23,7 @@ pub const HEADER_LEN_VLAN: usize = 18;
 pub struct MacAddr(pub [u8; 6]);
 
 impl MacAddr {
+    /// ff:ff:ff:ff:ff:ff, every station on the segment.
     pub const BROADCAST: MacAddr = MacAddr([0xff; 6]);
 }
 
@@ -85,12 +86,14 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
         Ok(EthernetFrame { buffer })
     }
 
+    /// Destination MAC address.
     pub fn dst(&self) -> MacAddr {
         let mut m = [0; 6];
         m.copy_from_slice(&self.buffer.as_ref()[0..6]);
         MacAddr(m)
     }
 
+    /// Source MAC address.
     pub fn src(&self) -> MacAddr {
         let mut m = [0; 6];
         m.copy_from_slice(&self.buffer.as_ref()[6..12]);
@@ -117,6 +120,7 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
         }
     }
 
+    /// The bytes after the header (and tag).
     pub fn payload(&self) -> &[u8] {
         &self.buffer.as_ref()[self.header_len()..]
     }
@@ -125,14 +129,18 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
 /// The Ethernet header as plain values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EthernetRepr {
+    /// Destination MAC address.
     pub dst: MacAddr,
+    /// Source MAC address.
     pub src: MacAddr,
+    /// The 802.1Q tag, if the frame has one.
     pub vlan: Option<VlanTag>,
     /// EtherType of the payload.
     pub ethertype: u16,
 }
 
 impl EthernetRepr {
+    /// Reads the view's fields.
     pub fn parse<T: AsRef<[u8]>>(f: &EthernetFrame<T>) -> EthernetRepr {
         EthernetRepr {
             dst: f.dst(),
@@ -142,6 +150,7 @@ impl EthernetRepr {
         }
     }
 
+    /// 14, or 18 with a tag.
     pub fn header_len(&self) -> usize {
         if self.vlan.is_some() {
             HEADER_LEN_VLAN

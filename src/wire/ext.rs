@@ -63,18 +63,22 @@ view!(
 );
 
 impl<T: AsRef<[u8]>> Reth<T> {
+    /// Virtual address of the first byte to access (§9.3.3).
     pub fn va(&self) -> u64 {
         u64_at(self.buffer.as_ref(), 0)
     }
+    /// R_Key of the remote memory region (§9.3.3).
     pub fn rkey(&self) -> u32 {
         u32_at(self.buffer.as_ref(), 8)
     }
+    /// DMA length: bytes of the whole RDMA message (§9.3.3).
     pub fn dma_len(&self) -> u32 {
         u32_at(self.buffer.as_ref(), 12)
     }
 }
 
 impl<T: AsRef<[u8]>> Aeth<T> {
+    /// Syndrome: ACK, RNR NAK or NAK and its code (§9.3.5).
     pub fn syndrome(&self) -> AckSyndrome {
         AckSyndrome::from_byte(self.buffer.as_ref()[0])
     }
@@ -85,9 +89,11 @@ impl<T: AsRef<[u8]>> Aeth<T> {
 }
 
 impl<T: AsRef<[u8]>> AtomicEth<T> {
+    /// Virtual address of the 8-byte target (§9.3.4).
     pub fn va(&self) -> u64 {
         u64_at(self.buffer.as_ref(), 0)
     }
+    /// R_Key of the remote memory region (§9.3.4).
     pub fn rkey(&self) -> u32 {
         u32_at(self.buffer.as_ref(), 8)
     }
@@ -95,6 +101,7 @@ impl<T: AsRef<[u8]>> AtomicEth<T> {
     pub fn swap_add(&self) -> u64 {
         u64_at(self.buffer.as_ref(), 12)
     }
+    /// The value to compare with (CmpSwap; unused by FetchAdd).
     pub fn compare(&self) -> u64 {
         u64_at(self.buffer.as_ref(), 20)
     }
@@ -115,12 +122,14 @@ impl<T: AsRef<[u8]>> ImmDt<T> {
 }
 
 impl<T: AsRef<[u8]>> Ieth<T> {
+    /// The R_Key to invalidate (§9.3.8).
     pub fn rkey(&self) -> u32 {
         u32_at(self.buffer.as_ref(), 0)
     }
 }
 
 impl<T: AsRef<[u8]>> Deth<T> {
+    /// Q_Key the receiving UD QP checks (§9.3.2).
     pub fn qkey(&self) -> u32 {
         u32_at(self.buffer.as_ref(), 0)
     }
@@ -166,6 +175,7 @@ pub enum NakCode {
 }
 
 impl NakCode {
+    /// The code from the syndrome's low 5 bits.
     pub fn from_code(c: u8) -> NakCode {
         match c & 0x1F {
             0 => NakCode::PsnSequenceError,
@@ -177,6 +187,7 @@ impl NakCode {
         }
     }
 
+    /// The 5-bit code of the syndrome's bits 4..0.
     pub fn code(self) -> u8 {
         match self {
             NakCode::PsnSequenceError => 0,
@@ -188,6 +199,7 @@ impl NakCode {
         }
     }
 
+    /// Short name for logs and decode output, e.g. `"psn-seq-err"`.
     pub fn name(self) -> &'static str {
         match self {
             NakCode::PsnSequenceError => "psn-seq-err",
@@ -207,9 +219,15 @@ impl NakCode {
 pub enum AckSyndrome {
     /// ACK with an end-to-end credit code (0x1F: invalid, i.e. unlimited,
     /// which rxe always sends).
-    Ack { credit: u8 },
+    Ack {
+        /// Credit count code ([`credits`]).
+        credit: u8,
+    },
     /// Receiver not ready; retry after the time of `timer` ([`rnr_timer_ns`]).
-    RnrNak { timer: u8 },
+    RnrNak {
+        /// RNR timer code ([`rnr_timer_ns`]).
+        timer: u8,
+    },
     /// NAK with its reason.
     Nak(NakCode),
     /// Types 010 and 1xx are reserved; the raw byte.
@@ -220,6 +238,7 @@ pub enum AckSyndrome {
 pub const CREDIT_INVALID: u8 = 0x1F;
 
 impl AckSyndrome {
+    /// Decodes a syndrome byte.
     pub fn from_byte(b: u8) -> AckSyndrome {
         let v = b & 0x1F;
         match b >> 5 {
@@ -230,6 +249,7 @@ impl AckSyndrome {
         }
     }
 
+    /// Encodes the syndrome byte.
     pub fn to_byte(self) -> u8 {
         match self {
             AckSyndrome::Ack { credit } => credit & 0x1F,
@@ -239,6 +259,7 @@ impl AckSyndrome {
         }
     }
 
+    /// Whether this is a positive ACK (not a NAK, RNR NAK or reserved).
     pub fn is_ack(self) -> bool {
         matches!(self, AckSyndrome::Ack { .. })
     }
@@ -267,12 +288,16 @@ pub fn rnr_timer_ns(code: u8) -> u64 {
 /// RETH as plain values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 pub struct RethRepr {
+    /// Virtual address of the first byte to access.
     pub va: u64,
+    /// R_Key of the remote memory region.
     pub rkey: u32,
+    /// DMA length: bytes of the whole RDMA message.
     pub dma_len: u32,
 }
 
 impl RethRepr {
+    /// Reads the view's fields.
     pub fn parse<T: AsRef<[u8]>>(v: &Reth<T>) -> RethRepr {
         RethRepr {
             va: v.va(),
@@ -280,6 +305,7 @@ impl RethRepr {
             dma_len: v.dma_len(),
         }
     }
+    /// Writes the 16 bytes into `b` (at least 16 B long).
     pub fn emit(&self, b: &mut [u8]) {
         set_u64(b, 0, self.va);
         set_u32(b, 8, self.rkey);
@@ -290,18 +316,21 @@ impl RethRepr {
 /// AETH as plain values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AethRepr {
+    /// ACK, RNR NAK or NAK and its code.
     pub syndrome: AckSyndrome,
     /// 24 bits.
     pub msn: u32,
 }
 
 impl AethRepr {
+    /// Reads the view's fields.
     pub fn parse<T: AsRef<[u8]>>(v: &Aeth<T>) -> AethRepr {
         AethRepr {
             syndrome: v.syndrome(),
             msn: v.msn(),
         }
     }
+    /// Writes the 4 bytes into `b`; `FieldRange` if the MSN exceeds 24 bits.
     pub fn emit(&self, b: &mut [u8]) -> Result<()> {
         if self.msn > 0x00FF_FFFF {
             return Err(Error::FieldRange);
@@ -315,13 +344,18 @@ impl AethRepr {
 /// AtomicETH as plain values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 pub struct AtomicEthRepr {
+    /// Virtual address of the 8-byte target.
     pub va: u64,
+    /// R_Key of the remote memory region.
     pub rkey: u32,
+    /// The swap value (CmpSwap) or the addend (FetchAdd).
     pub swap_add: u64,
+    /// The value to compare with (CmpSwap; unused by FetchAdd).
     pub compare: u64,
 }
 
 impl AtomicEthRepr {
+    /// Reads the view's fields.
     pub fn parse<T: AsRef<[u8]>>(v: &AtomicEth<T>) -> AtomicEthRepr {
         AtomicEthRepr {
             va: v.va(),
@@ -330,6 +364,7 @@ impl AtomicEthRepr {
             compare: v.compare(),
         }
     }
+    /// Writes the 28 bytes into `b` (at least 28 B long).
     pub fn emit(&self, b: &mut [u8]) {
         set_u64(b, 0, self.va);
         set_u32(b, 8, self.rkey);
@@ -341,18 +376,21 @@ impl AtomicEthRepr {
 /// DETH as plain values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 pub struct DethRepr {
+    /// Q_Key the receiving UD QP checks.
     pub qkey: u32,
     /// 24 bits.
     pub src_qp: u32,
 }
 
 impl DethRepr {
+    /// Reads the view's fields.
     pub fn parse<T: AsRef<[u8]>>(v: &Deth<T>) -> DethRepr {
         DethRepr {
             qkey: v.qkey(),
             src_qp: v.src_qp(),
         }
     }
+    /// Writes the 8 bytes into `b`; `FieldRange` if the source QP exceeds 24 bits.
     pub fn emit(&self, b: &mut [u8]) -> Result<()> {
         if self.src_qp > 0x00FF_FFFF {
             return Err(Error::FieldRange);
@@ -367,17 +405,21 @@ impl DethRepr {
 /// FETH as plain values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 pub struct FethRepr {
+    /// Selectivity level, 2 bits.
     pub selectivity: u8,
+    /// Placement type, 4 bits.
     pub placement: u8,
 }
 
 impl FethRepr {
+    /// Reads the view's fields.
     pub fn parse<T: AsRef<[u8]>>(v: &Feth<T>) -> FethRepr {
         FethRepr {
             selectivity: v.selectivity(),
             placement: v.placement(),
         }
     }
+    /// Writes the 4 bytes into `b`; `FieldRange` if a field exceeds its bits.
     pub fn emit(&self, b: &mut [u8]) -> Result<()> {
         if self.selectivity > 3 || self.placement > 0x0F {
             return Err(Error::FieldRange);

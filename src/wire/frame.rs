@@ -50,7 +50,9 @@ pub const ICRC_LEN: usize = 4;
 /// The IP header of a frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IpRepr {
+    /// An IPv4 header (RoCE v2 over IPv4).
     V4(Ipv4Repr),
+    /// An IPv6 header (RoCE v2 over IPv6).
     V6(Ipv6Repr),
 }
 
@@ -84,48 +86,56 @@ impl IpRepr {
         })
     }
 
+    /// The IP header's length: 20 (IPv4, no options) or 40 (IPv6).
     pub fn header_len(&self) -> usize {
         match self {
             IpRepr::V4(_) => ipv4::HEADER_LEN,
             IpRepr::V6(_) => ipv6::HEADER_LEN,
         }
     }
+    /// The Ethernet type that announces this IP version.
     pub fn ethertype(&self) -> u16 {
         match self {
             IpRepr::V4(_) => ethernet::ETHERTYPE_IPV4,
             IpRepr::V6(_) => ethernet::ETHERTYPE_IPV6,
         }
     }
+    /// Source address.
     pub fn src(&self) -> IpAddr {
         match self {
             IpRepr::V4(r) => r.src.into(),
             IpRepr::V6(r) => r.src.into(),
         }
     }
+    /// Destination address.
     pub fn dst(&self) -> IpAddr {
         match self {
             IpRepr::V4(r) => r.dst.into(),
             IpRepr::V6(r) => r.dst.into(),
         }
     }
+    /// The ECN field (RFC 3168).
     pub fn ecn(&self) -> Ecn {
         match self {
             IpRepr::V4(r) => r.ecn,
             IpRepr::V6(r) => r.ecn,
         }
     }
+    /// Sets the ECN field.
     pub fn set_ecn(&mut self, ecn: Ecn) {
         match self {
             IpRepr::V4(r) => r.ecn = ecn,
             IpRepr::V6(r) => r.ecn = ecn,
         }
     }
+    /// The DSCP, 6 bits (RFC 2474).
     pub fn dscp(&self) -> u8 {
         match self {
             IpRepr::V4(r) => r.dscp,
             IpRepr::V6(r) => r.dscp,
         }
     }
+    /// Sets the DSCP.
     pub fn set_dscp(&mut self, dscp: u8) {
         match self {
             IpRepr::V4(r) => r.dscp = dscp,
@@ -166,12 +176,17 @@ impl IpRepr {
 /// the opcode's row of the table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ExtHeaders {
+    /// DETH: Q_Key and source QP (UD).
     pub deth: Option<DethRepr>,
     /// XRCETH: the XRC SRQ number, 24 bits (XRC requests).
     pub xrceth: Option<u32>,
+    /// FETH: FLUSH selectivity and placement.
     pub feth: Option<FethRepr>,
+    /// RETH: VA, R_Key, DMA length (RDMA WRITE, READ request, FLUSH, ATOMIC WRITE).
     pub reth: Option<RethRepr>,
+    /// AtomicETH (CmpSwap, FetchAdd).
     pub atomic: Option<AtomicEthRepr>,
+    /// AETH: syndrome and MSN (ACKs, READ responses).
     pub aeth: Option<AethRepr>,
     /// AtomicAckETH: the remote value before the atomic operation.
     pub atomic_ack: Option<u64>,
@@ -281,9 +296,13 @@ impl ExtHeaders {
 pub struct FrameRepr {
     /// Its `ethertype` is ignored on emit (the IP version decides).
     pub eth: EthernetRepr,
+    /// The IPv4 or IPv6 header.
     pub ip: IpRepr,
+    /// The UDP header (destination port 4791).
     pub udp: UdpRepr,
+    /// The base transport header.
     pub bth: BthRepr,
+    /// The extension headers after the BTH.
     pub ext: ExtHeaders,
 }
 
@@ -440,21 +459,25 @@ impl<'a> Frame<'a> {
     }
 
     #[inline]
+    /// The BTH opcode.
     pub fn opcode(&self) -> Opcode {
         self.info.opcode
     }
 
     #[inline]
+    /// The BTH destination QP, 24 bits.
     pub fn dest_qp(&self) -> u32 {
         self.bth_view().dest_qp()
     }
 
     #[inline]
+    /// The BTH packet sequence number.
     pub fn psn(&self) -> super::Psn {
         self.bth_view().psn()
     }
 
     #[inline]
+    /// The BTH AckReq bit.
     pub fn ack_req(&self) -> bool {
         self.bth_view().ack_req()
     }
@@ -476,6 +499,7 @@ impl<'a> Frame<'a> {
             .then(|| VlanTag::from_tci(u16::from_be_bytes([self.bytes[14], self.bytes[15]])))
     }
 
+    /// The Ethernet header as plain values.
     pub fn eth(&self) -> EthernetRepr {
         // Cannot fail: parse checked the header, tag included.
         EthernetFrame::new_checked(self.bytes)
@@ -488,6 +512,7 @@ impl<'a> Frame<'a> {
             })
     }
 
+    /// The IP header as plain values.
     pub fn ip(&self) -> IpRepr {
         let b = &self.bytes[self.ip_offset..];
         if b[0] >> 4 == 4 {
@@ -497,12 +522,14 @@ impl<'a> Frame<'a> {
         }
     }
 
+    /// The UDP header as plain values.
     pub fn udp(&self) -> UdpRepr {
         UdpRepr::parse(&UdpPacket::new_unchecked(
             &self.bytes[self.bth_offset - udp::HEADER_LEN..],
         ))
     }
 
+    /// The BTH as plain values.
     pub fn bth(&self) -> BthRepr {
         BthRepr::read(&self.bth_view())
     }
@@ -543,6 +570,7 @@ impl<'a> Frame<'a> {
         self.bytes.len()
     }
 
+    /// Always false: a parsed frame holds at least its headers.
     pub fn is_empty(&self) -> bool {
         false
     }

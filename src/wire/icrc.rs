@@ -17,8 +17,10 @@ const BTH_LEN: usize = 12;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum IcrcError {
     #[error("packet too short for IP + UDP + BTH + ICRC")]
+    /// Shorter than IP + UDP + BTH + the 4-byte ICRC.
     Truncated,
     #[error("not an IPv4 header with IHL 5 nor an IPv6 header")]
+    /// Neither an IPv4 header with IHL 5 nor an IPv6 header.
     BadIpHeader,
 }
 

@@ -28,6 +28,7 @@ pub enum Ecn {
 }
 
 impl Ecn {
+    /// The ECN codepoint of the low two bits of `b` (RFC 3168 §5).
     pub fn from_bits(b: u8) -> Ecn {
         match b & 3 {
             0 => Ecn::NotEct,
@@ -37,6 +38,7 @@ impl Ecn {
         }
     }
 
+    /// The two-bit codepoint.
     pub fn bits(self) -> u8 {
         match self {
             Ecn::NotEct => 0,
@@ -51,6 +53,7 @@ impl Ecn {
         matches!(self, Ecn::Ect0 | Ecn::Ect1)
     }
 
+    /// Lower-case name for logs and decode output, e.g. `"ce"`.
     pub fn name(self) -> &'static str {
         match self {
             Ecn::NotEct => "not-ect",
@@ -71,6 +74,7 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     fn b(&self) -> &[u8] {
         self.buffer.as_ref()
     }
+    /// IP version, 4 for a valid header.
     pub fn version(&self) -> u8 {
         self.b()[0] >> 4
     }
@@ -78,9 +82,11 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     pub fn ihl(&self) -> u8 {
         self.b()[0] & 0x0F
     }
+    /// Differentiated services code point, 6 bits (RFC 2474).
     pub fn dscp(&self) -> u8 {
         self.b()[1] >> 2
     }
+    /// The ECN field, the TOS byte's low two bits (RFC 3168).
     pub fn ecn(&self) -> Ecn {
         Ecn::from_bits(self.b()[1])
     }
@@ -88,15 +94,19 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     pub fn tos(&self) -> u8 {
         self.b()[1]
     }
+    /// Total length: header and payload, in bytes.
     pub fn total_len(&self) -> u16 {
         u16_at(self.b(), 2)
     }
+    /// Identification (RFC 791).
     pub fn ident(&self) -> u16 {
         u16_at(self.b(), 4)
     }
+    /// Don't fragment flag.
     pub fn dont_frag(&self) -> bool {
         self.b()[6] & 0x40 != 0
     }
+    /// More fragments flag.
     pub fn more_frags(&self) -> bool {
         self.b()[6] & 0x20 != 0
     }
@@ -104,19 +114,24 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     pub fn frag_offset(&self) -> u16 {
         u16_at(self.b(), 6) & 0x1FFF
     }
+    /// Time to live.
     pub fn ttl(&self) -> u8 {
         self.b()[8]
     }
+    /// Protocol of the payload, 17 for UDP.
     pub fn protocol(&self) -> u8 {
         self.b()[9]
     }
+    /// Header checksum as carried.
     pub fn checksum(&self) -> u16 {
         u16_at(self.b(), 10)
     }
+    /// Source address.
     pub fn src(&self) -> Ipv4Addr {
         let b = self.b();
         Ipv4Addr::new(b[12], b[13], b[14], b[15])
     }
+    /// Destination address.
     pub fn dst(&self) -> Ipv4Addr {
         let b = self.b();
         Ipv4Addr::new(b[16], b[17], b[18], b[19])
@@ -162,11 +177,14 @@ fn sum(b: &[u8]) -> u16 {
 /// The IPv4 header as plain values (lengths and checksum are derived).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ipv4Repr {
+    /// Source address.
     pub src: Ipv4Addr,
+    /// Destination address.
     pub dst: Ipv4Addr,
     /// Differentiated services code point (6 bits); 26 in ConnectX
     /// deployments (traffic class 106), 48 for CNPs.
     pub dscp: u8,
+    /// ECN field (RFC 3168); CE asks the receiver for a CNP (A17 §17.9.3).
     pub ecn: Ecn,
     /// Identification; RoCE v2 packets are never fragmented, so any value.
     pub ident: u16,
@@ -174,6 +192,7 @@ pub struct Ipv4Repr {
     pub dont_frag: bool,
     /// Time to live = the address vector's hop limit.
     pub ttl: u8,
+    /// Protocol of the payload: [`PROTO_UDP`] for RoCE v2.
     pub protocol: u8,
 }
 
@@ -221,6 +240,7 @@ impl Ipv4Repr {
         }
     }
 
+    /// The header's length, always [`HEADER_LEN`] (no options).
     pub const fn header_len(&self) -> usize {
         HEADER_LEN
     }

@@ -21,6 +21,7 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
     fn b(&self) -> &[u8] {
         self.buffer.as_ref()
     }
+    /// IP version, 6 for a valid header.
     pub fn version(&self) -> u8 {
         self.b()[0] >> 4
     }
@@ -28,29 +29,37 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
     pub fn traffic_class(&self) -> u8 {
         ((u16_at(self.b(), 0) >> 4) & 0xFF) as u8
     }
+    /// Differentiated services code point, the traffic class's high 6 bits.
     pub fn dscp(&self) -> u8 {
         self.traffic_class() >> 2
     }
+    /// The ECN field, the traffic class's low two bits (RFC 3168).
     pub fn ecn(&self) -> Ecn {
         Ecn::from_bits(self.traffic_class())
     }
+    /// Flow label, 20 bits (RFC 6437).
     pub fn flow_label(&self) -> u32 {
         u32_at(self.b(), 0) & 0x000F_FFFF
     }
+    /// Payload length: the bytes after the 40-byte header.
     pub fn payload_len(&self) -> u16 {
         u16_at(self.b(), 4)
     }
+    /// Next header, 17 for UDP.
     pub fn next_header(&self) -> u8 {
         self.b()[6]
     }
+    /// Hop limit.
     pub fn hop_limit(&self) -> u8 {
         self.b()[7]
     }
+    /// Source address.
     pub fn src(&self) -> Ipv6Addr {
         let mut a = [0u8; 16];
         a.copy_from_slice(&self.b()[8..24]);
         Ipv6Addr::from(a)
     }
+    /// Destination address.
     pub fn dst(&self) -> Ipv6Addr {
         let mut a = [0u8; 16];
         a.copy_from_slice(&self.b()[24..40]);
@@ -69,7 +78,9 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv6Packet<T> {
 /// The IPv6 header as plain values (the payload length is derived).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ipv6Repr {
+    /// Source address.
     pub src: Ipv6Addr,
+    /// Destination address.
     pub dst: Ipv6Addr,
     /// DSCP (6 bits) of the traffic class.
     pub dscp: u8,
@@ -77,11 +88,14 @@ pub struct Ipv6Repr {
     pub ecn: Ecn,
     /// Flow label (20 bits).
     pub flow_label: u32,
+    /// Hop limit = the address vector's hop limit.
     pub hop_limit: u8,
+    /// Next header: UDP (17) for RoCE v2.
     pub next_header: u8,
 }
 
 impl Ipv6Repr {
+    /// Reads a header with version 6 (`NotRoce` otherwise).
     pub fn parse<T: AsRef<[u8]>>(p: &Ipv6Packet<T>) -> Result<Ipv6Repr> {
         if p.version() != 6 {
             return Err(Error::NotRoce);
@@ -102,6 +116,7 @@ impl Ipv6Repr {
         }
     }
 
+    /// The header's length, always [`HEADER_LEN`].
     pub const fn header_len(&self) -> usize {
         HEADER_LEN
     }

@@ -146,6 +146,7 @@ pub enum Error {
     Icmpv6Checksum,
 }
 
+/// The result of parsing or emitting a wire layout.
 pub type Result<T> = core::result::Result<T, Error>;
 
 /// Big-endian field access on slices whose length was checked before.

@@ -127,6 +127,7 @@ impl<T: AsRef<[u8]>> NdpPacket<T> {
     pub fn code(&self) -> u8 {
         self.b()[1]
     }
+    /// ICMPv6 checksum over the pseudo-header and message (RFC 4443 §2.3).
     pub fn checksum(&self) -> u16 {
         u16::from_be_bytes([self.b()[2], self.b()[3]])
     }
@@ -198,14 +199,19 @@ pub enum NdpRepr {
     /// "What is the link-layer address of `target`?" (RFC 4861 §4.3),
     /// with the solicitor's own (Source Link-Layer Address option).
     NeighborSolicit {
+        /// The address whose link-layer address is asked for.
         target: Ipv6Addr,
+        /// The solicitor's link-layer address, if the option is present.
         lladdr: Option<MacAddr>,
     },
     /// "`target` is at `lladdr`" (RFC 4861 §4.4; Target Link-Layer
     /// Address option).
     NeighborAdvert {
+        /// The R, S and O flags.
         flags: NaFlags,
+        /// The address the advertisement is about.
         target: Ipv6Addr,
+        /// Its link-layer address, if the option is present.
         lladdr: Option<MacAddr>,
     },
 }
@@ -326,7 +332,9 @@ pub struct NdpFrame {
     /// IPv6 source and destination (hop limit 255, traffic class and flow
     /// label 0 on emit).
     pub src: Ipv6Addr,
+    /// IPv6 destination.
     pub dst: Ipv6Addr,
+    /// The solicitation or advertisement.
     pub ndp: NdpRepr,
 }
 

@@ -21,16 +21,24 @@ use core::fmt;
 /// The transport service of an opcode (its bits 7..5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Transport {
+    /// Reliable Connected (bits 7..5 = 000).
     Rc,
+    /// Unreliable Connected (001).
     Uc,
+    /// Reliable Datagram (010); not in the table.
     Rd,
+    /// Unreliable Datagram (011).
     Ud,
+    /// RoCE v2 congestion notification (100, A17 §17.9.3).
     Cnp,
+    /// Extended Reliable Connected (101).
     Xrc,
+    /// Bits 7..5 = 110 or 111, reserved by IBTA.
     Reserved,
 }
 
 impl Transport {
+    /// The transport's upper-case abbreviation, e.g. `"RC"`.
     pub fn name(self) -> &'static str {
         match self {
             Transport::Rc => "RC",
@@ -65,6 +73,7 @@ impl Transport {
 pub struct HeaderSet(u16);
 
 impl HeaderSet {
+    /// The empty set: no extension headers.
     pub const NONE: HeaderSet = HeaderSet(0);
     /// Datagram ETH, 8 B (UD).
     pub const DETH: HeaderSet = HeaderSet(1 << 0);
@@ -87,9 +96,11 @@ impl HeaderSet {
     /// The CNP's 16 reserved bytes.
     pub const CNP: HeaderSet = HeaderSet(1 << 9);
 
+    /// Both sets' headers.
     pub const fn union(self, o: HeaderSet) -> HeaderSet {
         HeaderSet(self.0 | o.0)
     }
+    /// Whether every header of `o` is in this set.
     pub const fn contains(self, o: HeaderSet) -> bool {
         self.0 & o.0 == o.0
     }
@@ -108,6 +119,7 @@ impl HeaderSet {
         }
         n
     }
+    /// Whether the set holds no header.
     pub const fn is_empty(self) -> bool {
         self.0 == 0
     }
@@ -117,65 +129,108 @@ impl HeaderSet {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum Op {
+    /// First packet of a multi-packet SEND.
     SendFirst = 0x00,
+    /// A middle packet of a SEND.
     SendMiddle = 0x01,
+    /// Last packet of a SEND.
     SendLast = 0x02,
+    /// Last packet of a SEND, with immediate data.
     SendLastWithImmediate = 0x03,
+    /// A single-packet SEND.
     SendOnly = 0x04,
+    /// A single-packet SEND with immediate data.
     SendOnlyWithImmediate = 0x05,
+    /// First packet of a multi-packet RDMA WRITE (carries the RETH).
     RdmaWriteFirst = 0x06,
+    /// A middle packet of an RDMA WRITE.
     RdmaWriteMiddle = 0x07,
+    /// Last packet of an RDMA WRITE.
     RdmaWriteLast = 0x08,
+    /// Last packet of an RDMA WRITE, with immediate data.
     RdmaWriteLastWithImmediate = 0x09,
+    /// A single-packet RDMA WRITE (carries the RETH).
     RdmaWriteOnly = 0x0A,
+    /// A single-packet RDMA WRITE with immediate data.
     RdmaWriteOnlyWithImmediate = 0x0B,
+    /// RDMA READ request (RETH, no payload).
     RdmaReadRequest = 0x0C,
+    /// First packet of a multi-packet READ response (carries an AETH).
     RdmaReadResponseFirst = 0x0D,
+    /// A middle packet of a READ response (no AETH).
     RdmaReadResponseMiddle = 0x0E,
+    /// Last packet of a READ response (carries an AETH).
     RdmaReadResponseLast = 0x0F,
+    /// A single-packet READ response (carries an AETH).
     RdmaReadResponseOnly = 0x10,
+    /// ACK or NAK (AETH).
     Acknowledge = 0x11,
+    /// Response to an atomic (AETH + AtomicAckETH).
     AtomicAcknowledge = 0x12,
+    /// Atomic compare-and-swap request (AtomicETH).
     CompareSwap = 0x13,
+    /// Atomic fetch-and-add request (AtomicETH).
     FetchAdd = 0x14,
+    /// Last packet of a SEND that invalidates an rkey (IETH).
     SendLastWithInvalidate = 0x16,
+    /// A single-packet SEND that invalidates an rkey (IETH).
     SendOnlyWithInvalidate = 0x17,
+    /// FLUSH request (FETH + RETH).
     Flush = 0x1C,
+    /// ATOMIC WRITE request (RETH + 8-byte payload).
     AtomicWrite = 0x1D,
 }
 
 /// Where a packet sits in its message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Position {
+    /// First packet of a multi-packet message.
     First,
+    /// Neither first nor last packet of a message.
     Middle,
+    /// Last packet of a multi-packet message.
     Last,
+    /// The message's one packet.
     Only,
 }
 
 /// What an opcode is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Class {
+    /// SEND (any position, with or without immediate or invalidate).
     Send,
+    /// RDMA WRITE.
     Write,
+    /// RDMA READ request.
     ReadRequest,
+    /// RDMA READ response.
     ReadResponse,
+    /// ACK or NAK.
     Ack,
+    /// Atomic acknowledge.
     AtomicAck,
+    /// Atomic request (compare-and-swap or fetch-and-add).
     Atomic,
+    /// FLUSH request.
     Flush,
+    /// ATOMIC WRITE request.
     AtomicWrite,
+    /// Congestion notification packet.
     Cnp,
 }
 
 /// One row of the opcode table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OpcodeInfo {
+    /// The opcode byte this row describes.
     pub opcode: Opcode,
+    /// Its transport service (bits 7..5).
     pub transport: Transport,
     /// ib_pack.h's operation name, e.g. `SEND_FIRST`.
     pub op_name: &'static str,
+    /// What the operation is for.
     pub class: Class,
+    /// Where the packet sits in its message.
     pub position: Position,
     /// Extension headers after the BTH.
     pub headers: HeaderSet,
@@ -216,22 +271,28 @@ impl Opcode {
     /// The RoCE v2 congestion notification packet (A17 §17.9.3).
     pub const CNP: Opcode = Opcode(0x81);
 
+    /// The opcode of operation `op` on transport `t`.
     pub const fn new(t: Transport, op: Op) -> Opcode {
         Opcode(t.base() | op as u8)
     }
+    /// `op` on RC.
     pub const fn rc(op: Op) -> Opcode {
         Opcode::new(Transport::Rc, op)
     }
+    /// `op` on UC.
     pub const fn uc(op: Op) -> Opcode {
         Opcode::new(Transport::Uc, op)
     }
+    /// `op` on UD.
     pub const fn ud(op: Op) -> Opcode {
         Opcode::new(Transport::Ud, op)
     }
+    /// `op` on XRC.
     pub const fn xrc(op: Op) -> Opcode {
         Opcode::new(Transport::Xrc, op)
     }
 
+    /// The transport service of bits 7..5.
     pub const fn transport(self) -> Transport {
         match self.0 >> 5 {
             0 => Transport::Rc,

@@ -15,6 +15,7 @@ impl Psn {
     /// Half the PSN space: the size of the duplicate and the "ahead" windows
     /// of a responder (IBTA §9.7.5.1.1; reference B.6).
     pub const HALF: u32 = 1 << 23;
+    /// The largest PSN, 2^24 - 1.
     pub const MAX: Psn = Psn(MASK);
 
     /// The low 24 bits of `v`.
@@ -22,6 +23,7 @@ impl Psn {
         Psn(v & MASK)
     }
 
+    /// The PSN as a number in 0 ..= 2^24 - 1.
     pub const fn value(self) -> u32 {
         self.0
     }

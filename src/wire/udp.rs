@@ -18,9 +18,11 @@ view!(
 );
 
 impl<T: AsRef<[u8]>> UdpPacket<T> {
+    /// Source port; RoCE v2 senders vary it per flow for ECMP entropy.
     pub fn src_port(&self) -> u16 {
         u16_at(self.buffer.as_ref(), 0)
     }
+    /// Destination port, 4791 for RoCE v2.
     pub fn dst_port(&self) -> u16 {
         u16_at(self.buffer.as_ref(), 2)
     }
@@ -28,9 +30,11 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
     pub fn len(&self) -> u16 {
         u16_at(self.buffer.as_ref(), 4)
     }
+    /// Whether the datagram carries no payload (length at most the header's).
     pub fn is_empty(&self) -> bool {
         self.len() as usize <= HEADER_LEN
     }
+    /// Checksum as carried; RoCE v2 sends 0.
     pub fn checksum(&self) -> u16 {
         u16_at(self.buffer.as_ref(), 6)
     }
@@ -39,7 +43,9 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
 /// The UDP header as plain values (the length is derived).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UdpRepr {
+    /// Source port; varied per QP flow for ECMP entropy.
     pub src_port: u16,
+    /// Destination port, [`ROCE_UDP_PORT`] for RoCE v2.
     pub dst_port: u16,
     /// Sent as 0 by RoCE v2 (kept as read so a parsed frame re-emits
     /// exactly).
@@ -56,6 +62,7 @@ impl UdpRepr {
         }
     }
 
+    /// Reads the view's fields.
     pub fn parse<T: AsRef<[u8]>>(p: &UdpPacket<T>) -> UdpRepr {
         UdpRepr {
             src_port: p.src_port(),
@@ -64,6 +71,7 @@ impl UdpRepr {
         }
     }
 
+    /// The header's length, always [`HEADER_LEN`].
     pub const fn header_len(&self) -> usize {
         HEADER_LEN
     }

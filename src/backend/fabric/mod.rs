@@ -199,6 +199,7 @@
 //! corruption) into a classic pcap [`pcap::Writer`], stamped with the
 //! virtual time in nanoseconds since the epoch of the capture file.
 
+#![allow(missing_docs)]
 #![deny(unsafe_code)]
 
 use std::cmp::Reverse;
