@@ -65,28 +65,6 @@ pub enum Threads {
     Two,
 }
 
-/// The wall clock, for runs without DPDK's TSC clock (the tests).
-#[derive(Debug, Clone, Copy)]
-pub struct WallClock(std::time::Instant);
-
-impl WallClock {
-    pub fn new() -> WallClock {
-        WallClock(std::time::Instant::now())
-    }
-}
-
-impl Default for WallClock {
-    fn default() -> WallClock {
-        WallClock::new()
-    }
-}
-
-impl Clock for WallClock {
-    fn now(&self) -> Instant {
-        Instant::from_nanos(self.0.elapsed().as_nanos() as u64)
-    }
-}
-
 /// The QP settings both engines use, whatever the backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct QpParams {
@@ -1354,6 +1332,7 @@ mod tests {
     use super::*;
     use crate::backend::loopback::{self, LoopbackPort};
     use crate::backend::udp::UdpPort;
+    use crate::backend::WallClock;
 
     fn params() -> QpParams {
         QpParams {
