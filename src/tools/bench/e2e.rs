@@ -1175,7 +1175,7 @@ mod dpdk_run {
     use crate::backend::udp::UdpPort;
     use crate::config::Config;
     use crate::dpdk::{self, PortQueue, TscClock};
-    use crate::tools::port::ports::Datapath;
+    use crate::tools::port::ports::Ports;
     use anyhow::Context;
 
     /// `ferroce bench e2e`: opens ports `a` and `b` of `cfg` (a ring pair),
@@ -1192,7 +1192,7 @@ mod dpdk_run {
             opts.secs > 0.0 && opts.secs <= 600.0,
             "--secs must be in (0, 600]"
         );
-        let dp = Datapath::open(cfg, &["a", "b"]).context(
+        let dp = Ports::open(cfg, &["a", "b"]).context(
             "bench e2e needs ports \"a\" and \"b\" (a ring pair, as in configs/demo.toml)",
         )?;
         let (ca, pa) = dp.port("a")?;
