@@ -5,12 +5,12 @@
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use ferroce::config::{self, Config};
 use ferroce::dpdk;
-use ferroce::tools::port::ports::Datapath;
+use ferroce::tools::port::ports::Ports;
 use std::time::Instant;
 
 fn io(c: &mut Criterion) {
     let cfg = Config::parse(config::DEMO, "demo").expect("demo config");
-    let dp = Datapath::open(&cfg, &["a", "b"]).expect("ring link");
+    let dp = Ports::open(&cfg, &["a", "b"]).expect("ring link");
     let _reg = dpdk::lcore::register_current_thread(&dp.eal).expect("register");
     let (_, pa) = dp.port("a").unwrap();
     let (_, pb) = dp.port("b").unwrap();

@@ -3,8 +3,8 @@
 //! DPDK), each wait bounded.
 
 use ferroce::backend::loopback::{self, LoopbackPort, VecBuf};
-use ferroce::backend::{Backend, Burst};
-use ferroce::time::{Clock, Duration, Instant};
+use ferroce::backend::{Backend, Burst, WallClock};
+use ferroce::time::Duration;
 use ferroce::verbs::lcore::{
     AppContext, Datapath, Error, Idle, LcoreConfig, PostError, Refused, WorkQueue,
 };
@@ -16,14 +16,6 @@ use ferroce::wire::MacAddr;
 use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-
-struct Wall(std::time::Instant);
-
-impl Clock for Wall {
-    fn now(&self) -> Instant {
-        Instant::from_nanos(self.0.elapsed().as_nanos() as u64 + 1)
-    }
-}
 
 const IP_A: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
 const IP_B: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
@@ -38,9 +30,9 @@ fn config(mac: MacAddr, ip: Ipv4Addr, peer: (Ipv4Addr, MacAddr)) -> ContextConfi
 
 /// Two contexts on the two ends of a link, each knowing the other's MAC.
 fn contexts_on<P: Backend>(pa: P, pb: P) -> (Context<P>, Context<P>) {
-    let t = std::time::Instant::now();
-    let a = Context::open(pa, Box::new(Wall(t)), config(MAC_A, IP_A, (IP_B, MAC_B))).unwrap();
-    let b = Context::open(pb, Box::new(Wall(t)), config(MAC_B, IP_B, (IP_A, MAC_A))).unwrap();
+    let t = WallClock::new();
+    let a = Context::open(pa, Box::new(t), config(MAC_A, IP_A, (IP_B, MAC_B))).unwrap();
+    let b = Context::open(pb, Box::new(t), config(MAC_B, IP_B, (IP_A, MAC_A))).unwrap();
     (a, b)
 }
 

@@ -11,10 +11,13 @@
 #![deny(unsafe_code)]
 
 pub mod capture;
+pub mod clock;
 pub mod fabric;
 pub mod loopback;
 pub mod poll;
 pub mod udp;
+
+pub use clock::WallClock;
 
 /// Frames per burst: DPDK's customary 32.
 pub const BURST: usize = 32;

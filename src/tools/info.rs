@@ -4,7 +4,7 @@
 
 use crate::config::Config;
 use crate::dpdk;
-use crate::tools::port::ports::Datapath;
+use crate::tools::port::ports::Ports;
 use anyhow::Result;
 
 /// `ferroce info`: opens the config's EAL and ports and prints them;
@@ -22,7 +22,7 @@ pub fn run(cfg: &Config) -> Result<bool> {
             "not mounted"
         }
     );
-    let dp = Datapath::open(cfg, &[])?;
+    let dp = Ports::open(cfg, &[])?;
     println!("EAL: {}", dp.eal.args().join(" "));
     for name in dp.port_names() {
         let (pc, p) = dp.port(&name)?;

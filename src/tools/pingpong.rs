@@ -21,7 +21,7 @@ use crate::tools::oob::pingpong;
 use crate::transport::{
     Access, Mtu, Payload, QpCaps, QpCounters, RecvWr, SendOp, SendWr, WcStatus,
 };
-use crate::verbs::{ConnectParams, Context};
+use crate::verbs::{ConnectParams, Context, Cq, Mr, Pd, Qp};
 use crate::wire::ip_of;
 use anyhow::{bail, ensure, Context as _, Result};
 use core::net::IpAddr;
@@ -132,25 +132,77 @@ pub fn run<B: Backend>(
     ensure!(opts.iters > 0, "-n: at least one iteration");
     ensure!(opts.rx_depth >= 2, "-r: rx_depth must be at least 2");
     let limit = Duration::from_nanos(opts.timeout.as_nanos() as u64);
-    let pd = ctx.alloc_pd();
-    let cq = ctx.create_cq(opts.rx_depth as usize + 2)?;
-    let mr = ctx.reg_mr(&pd, opts.size as usize, Access::LOCAL_WRITE)?;
-    ctx.mr_mut(&mr)?.fill(FILL);
-    let caps = QpCaps {
-        max_send_wr: 1,
-        max_recv_wr: opts.rx_depth,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        ..QpCaps::default()
-    };
-    let qp = ctx.create_qp(&pd, &cq, &cq, caps)?;
+    let o = Objects::create(ctx, opts)?;
     let gid = ctx.query_gid(opts.gid_index)?;
     let local = pingpong::Dest {
         lid: 0,
-        qpn: qp.num(),
+        qpn: o.qp.num(),
         psn: random_psn(0),
         gid: gid.gid,
     };
+    let remote = exchange(ctx, role, opts, limit, &o.qp, &local)?;
+    writeln!(out, "{}", address_line("local", &local))?;
+    writeln!(out, "{}", address_line("remote", &remote))?;
+    let (elapsed, bad) = ping_pong(ctx, role, opts, limit, &o)?;
+    // Let the last ACK leave before the port goes away.
+    ctx.progress_until(Duration::from_millis(50), |_| false);
+    let counters = ctx.qp_counters(&o.qp)?;
+    o.destroy(ctx)?;
+    Ok(PingpongReport {
+        local,
+        remote,
+        elapsed,
+        counters,
+        bad_payloads: bad,
+    })
+}
+
+/// What one end runs on: a PD, one CQ for sends and receives, a region of
+/// `size` bytes of [`FILL`] with local-write access, and the QP.
+struct Objects {
+    pd: Pd,
+    cq: Cq,
+    mr: Mr,
+    qp: Qp,
+}
+
+impl Objects {
+    fn create<B: Backend>(ctx: &mut Context<B>, opts: &PingpongOpts) -> Result<Objects> {
+        let pd = ctx.alloc_pd();
+        let cq = ctx.create_cq(opts.rx_depth as usize + 2)?;
+        let mr = ctx.reg_mr(&pd, opts.size as usize, Access::LOCAL_WRITE)?;
+        ctx.mr_mut(&mr)?.fill(FILL);
+        let caps = QpCaps {
+            max_send_wr: 1,
+            max_recv_wr: opts.rx_depth,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            ..QpCaps::default()
+        };
+        let qp = ctx.create_qp(&pd, &cq, &cq, caps)?;
+        Ok(Objects { pd, cq, mr, qp })
+    }
+
+    fn destroy<B: Backend>(self, ctx: &mut Context<B>) -> Result<()> {
+        ctx.destroy_qp(self.qp).map_err(|e| e.error)?;
+        let _ = ctx.dereg_mr(self.mr);
+        let _ = ctx.destroy_cq(self.cq);
+        let _ = ctx.dealloc_pd(self.pd);
+        Ok(())
+    }
+}
+
+/// The TCP exchange of addresses, connecting `qp` to the peer's on the
+/// way (the server before it answers, the client before it closes).
+/// Returns the peer's address.
+fn exchange<B: Backend>(
+    ctx: &mut Context<B>,
+    role: &Role,
+    opts: &PingpongOpts,
+    limit: Duration,
+    qp: &Qp,
+    local: &pingpong::Dest,
+) -> Result<pingpong::Dest> {
     let params = ConnectParams {
         mtu: opts.mtu,
         timeout: 14,
@@ -163,7 +215,7 @@ pub fn run<B: Backend>(
     };
     let connect = |ctx: &mut Context<B>, remote: &pingpong::Dest| -> Result<()> {
         ctx.connect(
-            &qp,
+            qp,
             remote.qpn,
             ip_of(&remote.gid),
             &params,
@@ -194,12 +246,22 @@ pub fn run<B: Backend>(
             remote
         }
     };
-    writeln!(out, "{}", address_line("local", &local))?;
-    writeln!(out, "{}", address_line("remote", &remote))?;
+    Ok(remote)
+}
 
-    // The ping-pong of rc_pingpong.c's main loop.
+/// The ping-pong of rc_pingpong.c's main loop, on a connected QP. Returns
+/// how long it took and how many messages arrived with other bytes than
+/// [`FILL`].
+fn ping_pong<B: Backend>(
+    ctx: &mut Context<B>,
+    role: &Role,
+    opts: &PingpongOpts,
+    limit: Duration,
+    o: &Objects,
+) -> Result<(Duration, u32)> {
     const RECV: u64 = 1;
     const SEND: u64 = 2;
+    let Objects { cq, mr, qp, .. } = o;
     let sge = mr.sge(0, opts.size).context("our region")?;
     let recv = || RecvWr {
         wr_id: RECV,
@@ -208,14 +270,14 @@ pub fn run<B: Backend>(
     let send = || SendWr::new(SEND, SendOp::Send, Payload::Sges(vec![sge]));
     let mut routs = 0u32;
     for _ in 0..opts.rx_depth {
-        ctx.post_recv(&qp, recv())?;
+        ctx.post_recv(qp, recv())?;
         routs += 1;
     }
     let start = ctx.now();
     let end = start + limit;
     let mut pending_ops = RECV;
     if matches!(role, Role::Client(_)) {
-        ctx.post_send(&qp, send())?;
+        ctx.post_send(qp, send())?;
         pending_ops |= SEND;
     }
     let (mut rcnt, mut scnt, mut bad) = (0u32, 0u32, 0u32);
@@ -230,7 +292,7 @@ pub fn run<B: Backend>(
             );
         }
         wcs.clear();
-        ctx.poll_cq(&cq, 16, &mut wcs)?;
+        ctx.poll_cq(cq, 16, &mut wcs)?;
         for wc in &wcs {
             if wc.status != WcStatus::Success {
                 bail!(
@@ -246,12 +308,12 @@ pub fn run<B: Backend>(
                     routs -= 1;
                     if routs <= 1 {
                         while routs < opts.rx_depth {
-                            ctx.post_recv(&qp, recv())?;
+                            ctx.post_recv(qp, recv())?;
                             routs += 1;
                         }
                     }
                     rcnt += 1;
-                    let data = ctx.mr(&mr)?;
+                    let data = ctx.mr(mr)?;
                     if wc.byte_len != opts.size || data.iter().any(|&b| b != FILL) {
                         bad += 1;
                     }
@@ -260,51 +322,30 @@ pub fn run<B: Backend>(
             }
             pending_ops &= !wc.wr_id;
             if scnt < opts.iters && pending_ops == 0 {
-                ctx.post_send(&qp, send())?;
+                ctx.post_send(qp, send())?;
                 pending_ops = RECV | SEND;
             }
         }
     }
-    let elapsed = ctx.now() - start;
-    // Let the last ACK leave before the port goes away.
-    ctx.progress_until(Duration::from_millis(50), |_| false);
-    let counters = ctx.qp_counters(&qp)?;
-    ctx.destroy_qp(qp).map_err(|e| e.error)?;
-    let _ = ctx.dereg_mr(mr);
-    let _ = ctx.destroy_cq(cq);
-    let _ = ctx.dealloc_pd(pd);
-    Ok(PingpongReport {
-        local,
-        remote,
-        elapsed,
-        counters,
-        bad_payloads: bad,
-    })
+    Ok((ctx.now() - start, bad))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::backend::loopback::{self, LoopbackPort};
-    use crate::time::{Clock, Instant};
+    use crate::backend::WallClock;
     use crate::verbs::ContextConfig;
     use crate::wire::gid_of;
     use crate::wire::MacAddr;
     use core::net::Ipv4Addr;
-
-    struct Wall(std::time::Instant);
-    impl Clock for Wall {
-        fn now(&self) -> Instant {
-            Instant::from_nanos(self.0.elapsed().as_nanos() as u64)
-        }
-    }
 
     fn ctx(port: LoopbackPort, last: u8) -> Context<LoopbackPort> {
         let cfg = ContextConfig::new(
             MacAddr([2, 0, 0, 0, 0, last]),
             Ipv4Addr::new(198, 18, 0, last).into(),
         );
-        Context::open(port, Box::new(Wall(std::time::Instant::now())), cfg).unwrap()
+        Context::open(port, Box::new(WallClock::new()), cfg).unwrap()
     }
 
     /// Both ends in one process, each on its own thread and end of an

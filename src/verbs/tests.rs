@@ -3,15 +3,8 @@
 
 use super::*;
 use crate::backend::loopback::{self, LoopbackPort};
+use crate::backend::WallClock;
 use core::net::Ipv4Addr;
-
-struct Wall(std::time::Instant);
-
-impl Clock for Wall {
-    fn now(&self) -> Instant {
-        Instant::from_nanos(self.0.elapsed().as_nanos() as u64 + 1)
-    }
-}
 
 type Ctx = Context<LoopbackPort>;
 
@@ -29,19 +22,9 @@ fn config(mac: MacAddr, ip: Ipv4Addr, peer: (Ipv4Addr, MacAddr)) -> ContextConfi
 /// Two contexts that know each other's MAC (no ARP needed).
 fn pair() -> (Ctx, Ctx) {
     let (pa, pb) = loopback::pair(256, 4352);
-    let clock = std::time::Instant::now();
-    let a = Context::open(
-        pa,
-        Box::new(Wall(clock)),
-        config(MAC_A, IP_A, (IP_B, MAC_B)),
-    )
-    .unwrap();
-    let b = Context::open(
-        pb,
-        Box::new(Wall(clock)),
-        config(MAC_B, IP_B, (IP_A, MAC_A)),
-    )
-    .unwrap();
+    let clock = WallClock::new();
+    let a = Context::open(pa, Box::new(clock), config(MAC_A, IP_A, (IP_B, MAC_B))).unwrap();
+    let b = Context::open(pb, Box::new(clock), config(MAC_B, IP_B, (IP_A, MAC_A))).unwrap();
     (a, b)
 }
 
@@ -112,7 +95,7 @@ fn a_small_port_frame_limits_the_active_mtu() {
     let (pa, _pb) = loopback::pair(4, 2048);
     let mut c = ContextConfig::new(MAC_A, IP_A.into());
     c.max_frame = 1600;
-    let a = Context::open(pa, Box::new(Wall(std::time::Instant::now())), c).unwrap();
+    let a = Context::open(pa, Box::new(WallClock::new()), c).unwrap();
     assert_eq!(a.query_port().active_mtu, Mtu::Mtu1024);
 }
 
@@ -208,9 +191,9 @@ fn send_write_read_and_atomics_complete_with_their_data() {
 /// Connects a to b knowing only b's address: b answers in its own thread.
 fn connect_by_address(ip_a: IpAddr, ip_b: IpAddr) -> (Ctx, Ctx) {
     let (pa, pb) = loopback::pair(256, 4352);
-    let clock = std::time::Instant::now();
-    let mut a = Context::open(pa, Box::new(Wall(clock)), ContextConfig::new(MAC_A, ip_a)).unwrap();
-    let mut b = Context::open(pb, Box::new(Wall(clock)), ContextConfig::new(MAC_B, ip_b)).unwrap();
+    let clock = WallClock::new();
+    let mut a = Context::open(pa, Box::new(clock), ContextConfig::new(MAC_A, ip_a)).unwrap();
+    let mut b = Context::open(pb, Box::new(clock), ContextConfig::new(MAC_B, ip_b)).unwrap();
     let (sa, sb) = (side(&mut a, 8), side(&mut b, 8));
     let (qa, qb) = (sa.qp.num(), sb.qp.num());
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -258,7 +241,7 @@ fn an_unanswered_peer_fails_modify_qp_with_a_clear_error() {
     let (pa, _pb) = loopback::pair(256, 4352);
     let mut c = ContextConfig::new(MAC_A, IP_A.into());
     c.resolve_timeout = Duration::from_millis(50);
-    let mut a = Context::open(pa, Box::new(Wall(std::time::Instant::now())), c).unwrap();
+    let mut a = Context::open(pa, Box::new(WallClock::new()), c).unwrap();
     let s = side(&mut a, 8);
     let e = a
         .connect(&s.qp, 5, IP_B.into(), &ConnectParams::default(), 1, 2)

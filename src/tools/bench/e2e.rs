@@ -42,6 +42,7 @@ use crate::transport::{
 use crate::wire::MacAddr;
 use core::net::IpAddr;
 use serde::Serialize;
+use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The size of the goodput run's messages.
@@ -63,28 +64,6 @@ pub enum Threads {
     One,
     /// Each end has its own thread, busy-polling.
     Two,
-}
-
-/// The wall clock, for runs without DPDK's TSC clock (the tests).
-#[derive(Debug, Clone, Copy)]
-pub struct WallClock(std::time::Instant);
-
-impl WallClock {
-    pub fn new() -> WallClock {
-        WallClock(std::time::Instant::now())
-    }
-}
-
-impl Default for WallClock {
-    fn default() -> WallClock {
-        WallClock::new()
-    }
-}
-
-impl Clock for WallClock {
-    fn now(&self) -> Instant {
-        Instant::from_nanos(self.0.elapsed().as_nanos() as u64)
-    }
 }
 
 /// The QP settings both engines use, whatever the backend.
@@ -1025,9 +1004,20 @@ impl E2eReport {
 
     /// The table `ferroce bench e2e` prints.
     pub fn table(&self) -> String {
-        use std::fmt::Write;
-        let o = &self.opts;
         let mut s = String::new();
+        self.heading(&mut s);
+        self.rates(&mut s);
+        self.round_trips(&mut s);
+        self.ratio_lines(&mut s);
+        for c in &self.cut_short {
+            let _ = writeln!(s, "  note: {c} stopped at the time limit before its count");
+        }
+        s
+    }
+
+    /// What ran: rounds, threads, memory, QP settings.
+    fn heading(&self, s: &mut String) {
+        let o = &self.opts;
         let _ = writeln!(
             s,
             "ferroce bench e2e: {} rounds, {}, DPDK ring pair ({}); figures are medians over rounds [min .. max]",
@@ -1052,6 +1042,11 @@ impl E2eReport {
             self.udp_socket_buffers.0,
             self.udp_socket_buffers.1
         );
+    }
+
+    /// The rates and ceilings, a to e: each round's, as median [min .. max].
+    fn rates(&self, s: &mut String) {
+        let o = &self.opts;
         let col = |f: &dyn Fn(&Round) -> f64| -> (f64, f64, f64) {
             let v: Vec<f64> = self.rounds.iter().map(f).collect();
             let min = v.iter().copied().fold(f64::INFINITY, f64::min);
@@ -1136,6 +1131,10 @@ impl E2eReport {
             "Gbit/s",
             "the goodput ceiling".into(),
         );
+    }
+
+    /// The round trips, f: every round's samples together.
+    fn round_trips(&self, s: &mut String) {
         let _ = writeln!(
             s,
             "\n  {:<4}{:<48} {:>9} {:>11} {:>20}",
@@ -1156,6 +1155,10 @@ impl E2eReport {
                 tag, name, l.p50_us, l.p99_us, l.samples
             );
         }
+    }
+
+    /// The ratios against their targets.
+    fn ratio_lines(&self, s: &mut String) {
         let _ = writeln!(
             s,
             "\n  {:<52} {:>9} {:>11} {:>20}",
@@ -1181,10 +1184,6 @@ impl E2eReport {
             "",
             self.send_lat.p99_us / self.echo_rtt.p99_us
         );
-        for c in &self.cut_short {
-            let _ = writeln!(s, "  note: {c} stopped at the time limit before its count");
-        }
-        s
     }
 }
 
@@ -1197,7 +1196,7 @@ mod dpdk_run {
     use crate::backend::udp::UdpPort;
     use crate::config::Config;
     use crate::dpdk::{self, PortQueue, TscClock};
-    use crate::tools::port::ports::Datapath;
+    use crate::tools::port::ports::Ports;
     use anyhow::Context;
 
     /// `ferroce bench e2e`: opens ports `a` and `b` of `cfg` (a ring pair),
@@ -1214,7 +1213,7 @@ mod dpdk_run {
             opts.secs > 0.0 && opts.secs <= 600.0,
             "--secs must be in (0, 600]"
         );
-        let dp = Datapath::open(cfg, &["a", "b"]).context(
+        let dp = Ports::open(cfg, &["a", "b"]).context(
             "bench e2e needs ports \"a\" and \"b\" (a ring pair, as in configs/demo.toml)",
         )?;
         let (ca, pa) = dp.port("a")?;
@@ -1354,6 +1353,7 @@ mod tests {
     use super::*;
     use crate::backend::loopback::{self, LoopbackPort};
     use crate::backend::udp::UdpPort;
+    use crate::backend::WallClock;
 
     fn params() -> QpParams {
         QpParams {

@@ -5,7 +5,7 @@
 use crate::config::Config;
 use crate::dpdk::{self, TscClock};
 use crate::time::Clock;
-use crate::tools::port::ports::Datapath;
+use crate::tools::port::ports::Ports;
 use anyhow::{Context, Result};
 
 /// The options of `ferroce bench io`.
@@ -27,7 +27,7 @@ pub fn run(cfg: &Config, opts: &IoOpts) -> Result<bool> {
         frame_len,
         rounds,
     } = *opts;
-    let dp = Datapath::open(cfg, &["a", "b"])
+    let dp = Ports::open(cfg, &["a", "b"])
         .context("bench io needs ports \"a\" and \"b\" on a ring link")?;
     let (_, pa) = dp.port("a")?;
     let (_, pb) = dp.port("b")?;

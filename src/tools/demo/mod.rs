@@ -299,16 +299,7 @@ where
 mod tests {
     use super::*;
     use crate::backend::loopback;
-    use crate::time::Instant;
-
-    #[derive(Clone, Copy)]
-    struct Wall(std::time::Instant);
-
-    impl Clock for Wall {
-        fn now(&self) -> Instant {
-            Instant::from_nanos(self.0.elapsed().as_nanos() as u64 + 1)
-        }
-    }
+    use crate::backend::WallClock;
 
     #[test]
     fn the_tools_run_against_each_other_and_their_frames_decode_clean() {
@@ -331,7 +322,7 @@ mod tests {
         let ok = run_tools(
             end(pa, 1),
             end(pb, 2),
-            Wall(std::time::Instant::now()),
+            WallClock::new(),
             &cfg,
             crate::verbs::heap_region,
             || {},

@@ -121,7 +121,6 @@ pub fn run<A: Backend, B: Backend>(
             }
         }
     }
-    let counter_at = 2 * SLOTS * size as u64;
     let start = clock.now();
     let deadline = start + cfg.timeout;
     let mut rep = RcDemoReport {
@@ -147,67 +146,7 @@ pub fn run<A: Backend, B: Backend>(
             break;
         }
         while outstanding < cfg.window && posted < cfg.msgs {
-            let n = posted;
-            let slot = n % SLOTS;
-            let local = Sge {
-                addr: a.slot(slot, size),
-                length: size,
-                lkey: a.mr.lkey,
-            };
-            let (op, payload) = match n % 4 {
-                0 => {
-                    let m = a.dev.mr_mut(a.mr.lkey).expect("a's region");
-                    for (o, x) in m[slot as usize * sz..][..sz].iter_mut().enumerate() {
-                        *x = pattern(n, o);
-                    }
-                    (
-                        SendOp::Write {
-                            remote_addr: b.slot(SLOTS + slot, size),
-                            rkey: b.mr.rkey,
-                        },
-                        Payload::Sges(vec![local]),
-                    )
-                }
-                1 => (
-                    SendOp::Read {
-                        remote_addr: b.slot(slot, size),
-                        rkey: b.mr.rkey,
-                    },
-                    Payload::Sges(vec![local]),
-                ),
-                2 => {
-                    let m = a.dev.mr_mut(a.mr.lkey).expect("a's region");
-                    for (o, x) in m[slot as usize * sz..][..sz].iter_mut().enumerate() {
-                        *x = pattern(n, o);
-                    }
-                    let rsge = Sge {
-                        addr: b.slot(SLOTS + slot, size),
-                        length: size,
-                        lkey: b.mr.lkey,
-                    };
-                    b.dev.post_recv(
-                        b.qp,
-                        RecvWr {
-                            wr_id: n,
-                            sges: vec![rsge],
-                        },
-                    )?;
-                    (SendOp::Send, Payload::Sges(vec![local]))
-                }
-                _ => (
-                    SendOp::FetchAdd {
-                        remote_addr: b.mr.addr + counter_at,
-                        rkey: b.mr.rkey,
-                        add: 1,
-                    },
-                    Payload::Sges(vec![Sge {
-                        addr: a.mr.addr + counter_at + 8 + slot * 8,
-                        length: 8,
-                        lkey: a.mr.lkey,
-                    }]),
-                ),
-            };
-            a.dev.post_send(a.qp, SendWr::new(n, op, payload))?;
+            post(&mut a, &mut b, posted, size)?;
             posted += 1;
             outstanding += 1;
         }
@@ -222,37 +161,11 @@ pub fn run<A: Backend, B: Backend>(
                     .push(format!("wr {}: {:?} {}", wc.wr_id, wc.opcode, wc.status));
                 continue;
             }
-            let n = wc.wr_id;
-            let slot = (n % SLOTS) as usize;
-            let ma = a.dev.mr(a.mr.lkey).expect("a's region");
-            let mb = b.dev.mr(b.mr.lkey).expect("b's region");
-            let good = match wc.opcode {
-                WcOpcode::RdmaWrite => {
-                    let got = &mb[(SLOTS as usize + slot) * sz..][..sz];
-                    got.iter().enumerate().all(|(o, &x)| x == pattern(n, o))
-                }
-                WcOpcode::RdmaRead => {
-                    let got = &ma[slot * sz..][..sz];
-                    got.iter()
-                        .enumerate()
-                        .all(|(o, &x)| x == pattern(1_000_000 + slot as u64, o))
-                }
-                WcOpcode::Recv => {
-                    let got = &mb[(SLOTS as usize + slot) * sz..][..sz];
-                    wc.byte_len == size && got.iter().enumerate().all(|(o, &x)| x == pattern(n, o))
-                }
-                WcOpcode::FetchAdd => {
-                    let at = (counter_at + 8 + slot as u64 * 8) as usize;
-                    let old = u64::from_le_bytes(ma[at..at + 8].try_into().unwrap_or([0; 8]));
-                    let ok = old == adds;
-                    adds += 1;
-                    ok
-                }
-                _ => true,
-            };
-            if !good {
-                rep.failures
-                    .push(format!("wr {n}: {:?} data does not match", wc.opcode));
+            if !verify(&a, &b, wc, size, &mut adds) {
+                rep.failures.push(format!(
+                    "wr {}: {:?} data does not match",
+                    wc.wr_id, wc.opcode
+                ));
             }
             if wc.opcode != WcOpcode::Recv {
                 rep.completed += 1;
@@ -269,6 +182,116 @@ pub fn run<A: Backend, B: Backend>(
     rep.a = a.dev.qp_counters(a.qp).copied().unwrap_or_default();
     rep.b = b.dev.qp_counters(b.qp).copied().unwrap_or_default();
     Ok(rep)
+}
+
+/// Where the FETCH_ADD word sits in each region: after the `2 SLOTS`
+/// message slots.
+fn counter_at(size: u32) -> u64 {
+    2 * SLOTS * size as u64
+}
+
+/// Posts work request `n` at `a`: WRITE, READ, SEND (its receive posted
+/// at `b`) or FETCH_ADD in turn, in slot `n % SLOTS`; a WRITE's and a
+/// SEND's data is message `n`'s pattern.
+fn post(a: &mut End, b: &mut End, n: u64, size: u32) -> anyhow::Result<()> {
+    let sz = size as usize;
+    let counter_at = counter_at(size);
+    let slot = n % SLOTS;
+    let local = Sge {
+        addr: a.slot(slot, size),
+        length: size,
+        lkey: a.mr.lkey,
+    };
+    let (op, payload) = match n % 4 {
+        0 => {
+            let m = a.dev.mr_mut(a.mr.lkey).expect("a's region");
+            for (o, x) in m[slot as usize * sz..][..sz].iter_mut().enumerate() {
+                *x = pattern(n, o);
+            }
+            (
+                SendOp::Write {
+                    remote_addr: b.slot(SLOTS + slot, size),
+                    rkey: b.mr.rkey,
+                },
+                Payload::Sges(vec![local]),
+            )
+        }
+        1 => (
+            SendOp::Read {
+                remote_addr: b.slot(slot, size),
+                rkey: b.mr.rkey,
+            },
+            Payload::Sges(vec![local]),
+        ),
+        2 => {
+            let m = a.dev.mr_mut(a.mr.lkey).expect("a's region");
+            for (o, x) in m[slot as usize * sz..][..sz].iter_mut().enumerate() {
+                *x = pattern(n, o);
+            }
+            let rsge = Sge {
+                addr: b.slot(SLOTS + slot, size),
+                length: size,
+                lkey: b.mr.lkey,
+            };
+            b.dev.post_recv(
+                b.qp,
+                RecvWr {
+                    wr_id: n,
+                    sges: vec![rsge],
+                },
+            )?;
+            (SendOp::Send, Payload::Sges(vec![local]))
+        }
+        _ => (
+            SendOp::FetchAdd {
+                remote_addr: b.mr.addr + counter_at,
+                rkey: b.mr.rkey,
+                add: 1,
+            },
+            Payload::Sges(vec![Sge {
+                addr: a.mr.addr + counter_at + 8 + slot * 8,
+                length: 8,
+                lkey: a.mr.lkey,
+            }]),
+        ),
+    };
+    a.dev.post_send(a.qp, SendWr::new(n, op, payload))?;
+    Ok(())
+}
+
+/// Whether the result of the successful completion `wc` is what it should
+/// be: the data written, read or received, or the FETCH_ADD's old value
+/// (`adds`, the FETCH_ADDs completed before it).
+fn verify(a: &End, b: &End, wc: &Wc, size: u32, adds: &mut u64) -> bool {
+    let sz = size as usize;
+    let n = wc.wr_id;
+    let slot = (n % SLOTS) as usize;
+    let ma = a.dev.mr(a.mr.lkey).expect("a's region");
+    let mb = b.dev.mr(b.mr.lkey).expect("b's region");
+    match wc.opcode {
+        WcOpcode::RdmaWrite => {
+            let got = &mb[(SLOTS as usize + slot) * sz..][..sz];
+            got.iter().enumerate().all(|(o, &x)| x == pattern(n, o))
+        }
+        WcOpcode::RdmaRead => {
+            let got = &ma[slot * sz..][..sz];
+            got.iter()
+                .enumerate()
+                .all(|(o, &x)| x == pattern(1_000_000 + slot as u64, o))
+        }
+        WcOpcode::Recv => {
+            let got = &mb[(SLOTS as usize + slot) * sz..][..sz];
+            wc.byte_len == size && got.iter().enumerate().all(|(o, &x)| x == pattern(n, o))
+        }
+        WcOpcode::FetchAdd => {
+            let at = (counter_at(size) + 8 + slot as u64 * 8) as usize;
+            let old = u64::from_le_bytes(ma[at..at + 8].try_into().unwrap_or([0; 8]));
+            let ok = old == *adds;
+            *adds += 1;
+            ok
+        }
+        _ => true,
+    }
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use crate::dpdk::{self, Port, TscClock};
 use crate::time::{Clock, Duration};
 use crate::tools::linktest::run::{print_counters, probe_between, report_ok};
 use crate::tools::linktest::{Responder, Sender};
-use crate::tools::port::ports::Datapath;
+use crate::tools::port::ports::Ports;
 use anyhow::{bail, Context, Result};
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
@@ -89,7 +89,7 @@ fn one_end(cfg: &Config, peer: Option<std::net::IpAddr>) -> Result<bool> {
 /// The demo with both ends in this process: the link test, the RC
 /// transport and the tools between ports "a" and "b".
 fn two_ports(cfg: &Config) -> Result<bool> {
-    let dp = Datapath::open(cfg, &["a", "b"])
+    let dp = Ports::open(cfg, &["a", "b"])
         .context("opening the demo ports (config needs ports \"a\" and \"b\")")?;
     let clock = TscClock::new(&dp.eal);
     let (ca, pa) = dp.port("a")?;

@@ -7,7 +7,7 @@ use crate::backend::poll::{Counters, PollLoop};
 use crate::config::Config;
 use crate::dpdk::{self, Port, TscClock};
 use crate::time::{Clock, Duration};
-use crate::tools::port::ports::Datapath;
+use crate::tools::port::ports::Ports;
 use crate::tools::probe::Probe;
 use anyhow::{bail, Result};
 use std::net::Ipv4Addr;
@@ -75,7 +75,7 @@ fn linktest(
     peer_ip: Option<Ipv4Addr>,
     peer_mac: Option<[u8; 6]>,
 ) -> Result<bool> {
-    let dp = Datapath::open(cfg, &[port])?;
+    let dp = Ports::open(cfg, &[port])?;
     let clock = TscClock::new(&dp.eal);
     let (pc, p) = dp.port(port)?;
     if let Some(core) = pc.core {

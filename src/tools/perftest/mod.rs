@@ -37,7 +37,7 @@ use crate::tools::exchange::{random_psn, Channel};
 use crate::tools::oob::perftest::Keys;
 use crate::tools::pingpong::Role;
 use crate::transport::{Access, Mtu, QpCounters};
-use crate::verbs::{Context, Mr, Qp};
+use crate::verbs::{Context, Mr, Pd, Qp};
 use anyhow::{bail, ensure, Context as _, Result};
 use channel::Agreed;
 use report::{BwReport, LatReport};
@@ -363,6 +363,7 @@ pub struct Report {
 struct Setup {
     p: Params,
     a: Agreed,
+    pd: Pd,
     mr: Mr,
     qps: Vec<Qp>,
     scq: crate::verbs::Cq,
@@ -373,6 +374,77 @@ struct Setup {
 }
 
 impl Setup {
+    /// Registers the region (2 x N slots, each rounded up to the cache
+    /// line, filled as perftest fills it), creates the CQs and the QPs,
+    /// and makes each QP's keys.
+    fn create<B: Backend>(
+        ctx: &mut Context<B>,
+        p: Params,
+        a: Agreed,
+        server: bool,
+        gid_index: u8,
+    ) -> Result<Setup> {
+        let slot = p.slot(a.cycle_buffer);
+        let cl = a.cache_line.max(1) as u64;
+        let rounded = slot.div_ceil(cl) * cl;
+        let len = rounded * 2 * p.qps as u64;
+        let pd = ctx.alloc_pd();
+        let mr = ctx
+            .reg_mr(&pd, len as usize, p.access())
+            .context("registering the test buffer")?;
+        // Random bytes, as perftest fills its buffer (write-lat: zeroes).
+        if p.test != Test::WriteLat {
+            let mut x = random_psn(7) as u64 | 1;
+            for b in ctx.mr_mut(&mr)?.iter_mut() {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                *b = x as u8;
+            }
+        }
+        let depth = (p.tx_depth as usize) * p.qps as usize;
+        let scq = ctx.create_cq(depth.max(1) + 16)?;
+        let rcq = ctx.create_cq((p.rx_depth as usize) * p.qps as usize + 16)?;
+        let out_reads = out_reads(ctx, &p);
+        let gid = ctx.query_gid(gid_index)?;
+        let mut qps = Vec::new();
+        let mut local = Vec::new();
+        for i in 0..p.qps {
+            let caps = crate::transport::QpCaps {
+                max_send_wr: p.tx_depth.max(1),
+                max_recv_wr: p.rx_depth.max(1),
+                max_send_sge: 1,
+                max_recv_sge: 1,
+                max_inline_data: 0,
+                ..Default::default()
+            };
+            let qp = ctx.create_qp(&pd, &scq, &rcq, caps)?;
+            local.push(Keys {
+                lid: 0,
+                out_reads,
+                qpn: qp.num(),
+                psn: random_psn(i),
+                rkey: mr.rkey(),
+                vaddr: mr.addr() + (p.qps as u64 + i as u64) * slot,
+                gid: gid.gid,
+                srqn: 0,
+            });
+            qps.push(qp);
+        }
+        Ok(Setup {
+            p,
+            a,
+            pd,
+            mr,
+            qps,
+            scq,
+            rcq,
+            local,
+            remote: Vec::new(),
+            server,
+        })
+    }
+
     fn slot(&self) -> u64 {
         self.p.slot(self.a.cycle_buffer)
     }
@@ -383,6 +455,37 @@ impl Setup {
     /// Offset of QP `i`'s published slot.
     fn published_off(&self, i: usize) -> u64 {
         (self.p.qps as u64 + i as u64) * self.slot()
+    }
+
+    /// The QPs' counters, summed.
+    fn counters<B: Backend>(&self, ctx: &Context<B>) -> Result<QpCounters> {
+        let mut counters = QpCounters::default();
+        for qp in &self.qps {
+            counters.add(&ctx.qp_counters(qp)?);
+        }
+        Ok(counters)
+    }
+
+    /// Destroys every resource, leaving the context as we found it (the
+    /// demo runs tool after tool). Returns the keys, ours and the peer's.
+    fn destroy<B: Backend>(self, ctx: &mut Context<B>) -> Result<(Vec<Keys>, Vec<Keys>)> {
+        for qp in self.qps {
+            ctx.destroy_qp(qp).map_err(|e| e.error)?;
+        }
+        ctx.dereg_mr(self.mr).map_err(|e| e.error)?;
+        ctx.destroy_cq(self.scq).map_err(|e| e.error)?;
+        ctx.destroy_cq(self.rcq).map_err(|e| e.error)?;
+        ctx.dealloc_pd(self.pd).map_err(|e| e.error)?;
+        Ok((self.local, self.remote))
+    }
+}
+
+/// The READs and atomics a QP takes at once as the responder: the
+/// device's limit for read and atomic tests, 1 otherwise.
+fn out_reads<B: Backend>(ctx: &Context<B>, p: &Params) -> u16 {
+    match p.test.verb() {
+        Verb::Read | Verb::Atomic => ctx.device().config().max_qp_rd_atom as u16,
+        _ => 1,
     }
 }
 
@@ -409,70 +512,8 @@ pub fn run<B: Backend>(
     let want = opts.mtu.unwrap_or(port.active_mtu).min(port.active_mtu);
     let a = channel::setup(&mut ch, ctx, PAGE, CACHE_LINE, want as u8)?;
     let mtu = Mtu::ALL[(a.mtu.clamp(1, 5) - 1) as usize];
-
-    // One region: 2 x N slots, each rounded up to the cache line.
-    let slot = p.slot(a.cycle_buffer);
-    let cl = a.cache_line.max(1) as u64;
-    let rounded = slot.div_ceil(cl) * cl;
-    let len = rounded * 2 * p.qps as u64;
-    let pd = ctx.alloc_pd();
-    let mr = ctx
-        .reg_mr(&pd, len as usize, p.access())
-        .context("registering the test buffer")?;
-    // Random bytes, as perftest fills its buffer (write-lat: zeroes).
-    if p.test != Test::WriteLat {
-        let mut x = random_psn(7) as u64 | 1;
-        for b in ctx.mr_mut(&mr)?.iter_mut() {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            *b = x as u8;
-        }
-    }
-    let depth = (p.tx_depth as usize) * p.qps as usize;
-    let scq = ctx.create_cq(depth.max(1) + 16)?;
-    let rcq = ctx.create_cq((p.rx_depth as usize) * p.qps as usize + 16)?;
-    let out_reads: u16 = match p.test.verb() {
-        Verb::Read | Verb::Atomic => ctx.device().config().max_qp_rd_atom as u16,
-        _ => 1,
-    };
-    let gid = ctx.query_gid(opts.gid_index)?;
-    let mut qps = Vec::new();
-    let mut local = Vec::new();
-    for i in 0..p.qps {
-        let caps = crate::transport::QpCaps {
-            max_send_wr: p.tx_depth.max(1),
-            max_recv_wr: p.rx_depth.max(1),
-            max_send_sge: 1,
-            max_recv_sge: 1,
-            max_inline_data: 0,
-            ..Default::default()
-        };
-        let qp = ctx.create_qp(&pd, &scq, &rcq, caps)?;
-        local.push(Keys {
-            lid: 0,
-            out_reads,
-            qpn: qp.num(),
-            psn: random_psn(i),
-            rkey: mr.rkey(),
-            vaddr: mr.addr() + (p.qps as u64 + i as u64) * slot,
-            gid: gid.gid,
-            srqn: 0,
-        });
-        qps.push(qp);
-    }
-    let mut s = Setup {
-        p,
-        a,
-        mr,
-        qps,
-        scq,
-        rcq,
-        local,
-        remote: Vec::new(),
-        server,
-    };
-
+    let mut s = Setup::create(ctx, p, a, server, opts.gid_index)?;
+    let out_reads = out_reads(ctx, &p);
     report::print_banner(
         &report::Banner {
             title: &p.title(),
@@ -488,23 +529,51 @@ pub fn run<B: Backend>(
         },
         out,
     )?;
+    before_run(ctx, &mut ch, &mut s, mtu)?;
+    print_keys(&s, out)?;
+    let mut errors = 0;
+    let mut bad = 0;
+    let outcome = data_phase(ctx, &mut ch, &mut s, limit, out, &mut errors, &mut bad)?;
+    ch.close(ctx);
+    // Let the last ACKs leave and the peer's last frames be answered.
+    ctx.progress_until(Duration::from_millis(50), |_| false);
+    let counters = s.counters(ctx)?;
+    let (local, remote) = s.destroy(ctx)?;
+    Ok(Report {
+        params: p,
+        local,
+        remote,
+        outcome,
+        counters,
+        bad_payloads: bad,
+        errors,
+    })
+}
 
-    for step in p.test.sequence() {
+/// The exchange before the data phase, in the order of the tool's `main`
+/// (`Test::sequence`).
+fn before_run<B: Backend>(
+    ctx: &mut Context<B>,
+    ch: &mut Channel,
+    s: &mut Setup,
+    mtu: Mtu,
+) -> Result<()> {
+    for step in s.p.test.sequence() {
         match step {
             Step::KeysPerQp => {
                 let mut remote = Vec::new();
                 for k in s.local.clone() {
-                    remote.push(channel::keys(&mut ch, ctx, &k)?);
+                    remote.push(channel::keys(ch, ctx, &k)?);
                 }
                 s.remote = remote;
             }
             Step::Connect => {
                 check_gids(&s.local[0], &s.remote[0])?;
-                connect(ctx, &s, mtu)?;
+                connect(ctx, s, mtu)?;
             }
-            Step::PostRecvs => run::post_initial_recvs(ctx, &s)?,
+            Step::PostRecvs => run::post_initial_recvs(ctx, s)?,
             Step::Barrier => {
-                let k = channel::keys(&mut ch, ctx, &s.local[0])?;
+                let k = channel::keys(ch, ctx, &s.local[0])?;
                 match s.remote.first_mut() {
                     Some(r) => *r = k,
                     None => s.remote.push(k),
@@ -512,8 +581,13 @@ pub fn run<B: Backend>(
             }
         }
     }
-    let rdma = matches!(p.test.verb(), Verb::Write | Verb::Read);
-    let read = p.test.verb() == Verb::Read;
+    Ok(())
+}
+
+/// Every QP's keys, ours then the peer's, and the line under them.
+fn print_keys(s: &Setup, out: &mut dyn Write) -> Result<()> {
+    let rdma = matches!(s.p.test.verb(), Verb::Write | Verb::Read);
+    let read = s.p.test.verb() == Verb::Read;
     for k in &s.local {
         report::print_keys("local", k, rdma, read, out)?;
     }
@@ -521,97 +595,85 @@ pub fn run<B: Backend>(
         report::print_keys("remote", k, rdma, read, out)?;
     }
     writeln!(out, "{}", report::RESULT_LINE)?;
+    Ok(())
+}
 
+/// The measurement and the exchange after it, printing the table.
+fn data_phase<B: Backend>(
+    ctx: &mut Context<B>,
+    ch: &mut Channel,
+    s: &mut Setup,
+    limit: Duration,
+    out: &mut dyn Write,
+    errors: &mut u64,
+    bad: &mut u64,
+) -> Result<Outcome> {
+    let (p, server) = (s.p, s.server);
     let run_limit = limit + Duration::from_secs(p.duration.unwrap_or(0) as u64);
-    let mut errors = 0;
-    let mut bad = 0;
     let outcome = match (p.test, server) {
         (Test::WriteBw | Test::ReadBw | Test::AtomicBw, false) => {
             writeln!(out, "{}", BwReport::header(p.gbits))?;
-            let r = run::bw_client(ctx, &s, limit, &mut errors)?;
+            let r = run::bw_client(ctx, s, limit, errors)?;
             writeln!(out, "{}", r.row())?;
             writeln!(out, "{}", report::RESULT_LINE)?;
-            s.remote[0] = channel::keys(&mut ch, ctx, &s.local[0])?;
-            exchange_reports(&mut ch, ctx, &r)?;
-            s.remote[0] = channel::keys(&mut ch, ctx, &s.local[0])?;
+            s.remote[0] = channel::keys(ch, ctx, &s.local[0])?;
+            exchange_reports(ch, ctx, &r)?;
+            s.remote[0] = channel::keys(ch, ctx, &s.local[0])?;
             Outcome::Bw(r)
         }
         (Test::WriteBw | Test::ReadBw | Test::AtomicBw, true) => {
             writeln!(out, "{}", BwReport::header(p.gbits))?;
             // Passive: answer the client's requests until it is done.
-            s.remote[0] = channel::barrier_after_run(&mut ch, ctx, &s.local[0], run_limit)?;
-            let mut r = exchange_reports(&mut ch, ctx, &BwReport::default())?;
+            s.remote[0] = channel::barrier_after_run(ch, ctx, &s.local[0], run_limit)?;
+            let mut r = exchange_reports(ch, ctx, &BwReport::default())?;
             r.gbits = p.gbits;
             writeln!(out, "{}", r.row())?;
             writeln!(out, "{}", report::RESULT_LINE)?;
-            s.remote[0] = channel::keys(&mut ch, ctx, &s.local[0])?;
+            s.remote[0] = channel::keys(ch, ctx, &s.local[0])?;
             Outcome::Bw(r)
         }
         (Test::SendBw, _) => {
             writeln!(out, "{}", BwReport::header(p.gbits))?;
             let r = if server {
-                run::send_bw_server(ctx, &s, limit, &mut errors, &mut bad)?
+                run::send_bw_server(ctx, s, limit, errors, bad)?
             } else {
-                run::bw_client(ctx, &s, limit, &mut errors)?
+                run::bw_client(ctx, s, limit, errors)?
             };
             writeln!(out, "{}", r.row())?;
             writeln!(out, "{}", report::RESULT_LINE)?;
-            s.remote[0] = channel::barrier_after_run(&mut ch, ctx, &s.local[0], run_limit)?;
+            s.remote[0] = channel::barrier_after_run(ch, ctx, &s.local[0], run_limit)?;
             Outcome::Bw(r)
         }
         (Test::WriteLat, _) => {
             writeln!(out, "{}", LatReport::HEADER)?;
-            let r = run::write_lat(ctx, &s, limit, &mut errors)?;
+            let r = run::write_lat(ctx, s, limit, errors)?;
             writeln!(out, "{}", r.row())?;
             writeln!(out, "{}", report::RESULT_LINE)?;
             Outcome::Lat(r)
         }
         (Test::ReadLat, false) => {
             writeln!(out, "{}", LatReport::HEADER)?;
-            let r = run::read_lat(ctx, &s, limit, &mut errors)?;
+            let r = run::read_lat(ctx, s, limit, errors)?;
             writeln!(out, "{}", r.row())?;
             writeln!(out, "{}", report::RESULT_LINE)?;
-            s.remote[0] = channel::keys(&mut ch, ctx, &s.local[0])?;
+            s.remote[0] = channel::keys(ch, ctx, &s.local[0])?;
             Outcome::Lat(r)
         }
         (Test::ReadLat, true) => {
-            s.remote[0] = channel::barrier_after_run(&mut ch, ctx, &s.local[0], run_limit)?;
+            s.remote[0] = channel::barrier_after_run(ch, ctx, &s.local[0], run_limit)?;
             writeln!(out, "{}", report::RESULT_LINE)?;
             Outcome::None
         }
         (Test::SendLat, _) => {
             writeln!(out, "{}", LatReport::HEADER)?;
-            let r = run::send_lat(ctx, &s, limit, &mut errors, &mut bad)?;
+            let r = run::send_lat(ctx, s, limit, errors, bad)?;
             writeln!(out, "{}", r.row())?;
             writeln!(out, "{}", report::RESULT_LINE)?;
-            s.remote[0] = channel::keys(&mut ch, ctx, &s.local[0])?;
+            s.remote[0] = channel::keys(ch, ctx, &s.local[0])?;
             Outcome::Lat(r)
         }
     };
-    ch.close(ctx);
-    // Let the last ACKs leave and the peer's last frames be answered.
-    ctx.progress_until(Duration::from_millis(50), |_| false);
-    let mut counters = QpCounters::default();
-    for qp in &s.qps {
-        counters.add(&ctx.qp_counters(qp)?);
-    }
-    // Leave the context as we found it (the demo runs tool after tool).
-    for qp in s.qps {
-        ctx.destroy_qp(qp).map_err(|e| e.error)?;
-    }
-    ctx.dereg_mr(s.mr).map_err(|e| e.error)?;
-    ctx.destroy_cq(s.scq).map_err(|e| e.error)?;
-    ctx.destroy_cq(s.rcq).map_err(|e| e.error)?;
-    ctx.dealloc_pd(pd).map_err(|e| e.error)?;
-    Ok(Report {
-        params: p,
-        local: s.local,
-        remote: s.remote,
-        outcome,
-        counters,
-        bad_payloads: bad,
-        errors,
-    })
+    Ok(outcome)
 }
 
 /// perftest's `ctx_check_gid_compatibility`: both GIDs IPv4-mapped, or

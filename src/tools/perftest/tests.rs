@@ -4,25 +4,17 @@
 
 use super::*;
 use crate::backend::loopback::{self, LoopbackPort};
-use crate::time::{Clock, Instant};
+use crate::backend::WallClock;
 use crate::verbs::ContextConfig;
 use crate::wire::MacAddr;
 use core::net::Ipv4Addr;
-
-struct Wall(std::time::Instant);
-
-impl Clock for Wall {
-    fn now(&self) -> Instant {
-        Instant::from_nanos(self.0.elapsed().as_nanos() as u64 + 1)
-    }
-}
 
 fn ctx(port: LoopbackPort, last: u8) -> Context<LoopbackPort> {
     let cfg = ContextConfig::new(
         MacAddr([2, 0, 0, 0, 0, last]),
         Ipv4Addr::new(198, 18, 0, last).into(),
     );
-    Context::open(port, Box::new(Wall(std::time::Instant::now())), cfg).unwrap()
+    Context::open(port, Box::new(WallClock::new()), cfg).unwrap()
 }
 
 fn tcp_port(test: Test) -> u16 {

@@ -10,7 +10,7 @@ pub mod ports;
 use crate::backend::Backend;
 use crate::config::Config;
 use crate::dpdk::{self, TscClock};
-use crate::tools::port::ports::Datapath;
+use crate::tools::port::ports::Ports;
 use crate::verbs::{Context, ContextConfig};
 use crate::wire::MacAddr;
 use anyhow::Result;
@@ -42,7 +42,7 @@ pub fn on_port<W: OnContext>(
     pcap: Option<&Path>,
     work: W,
 ) -> Result<(W::Out, Option<u64>)> {
-    let dp = Datapath::open(cfg, &[name])?;
+    let dp = Ports::open(cfg, &[name])?;
     let clock = TscClock::new(&dp.eal);
     let (pc, p) = dp.port(name)?;
     if let Some(core) = pc.core {

@@ -6,16 +6,16 @@ use crate::dpdk::{self, Device, Eal, Mempool, Port, QueueId};
 use std::collections::HashMap;
 
 /// The EAL, the mempool and the open ports of a config.
-pub struct Datapath {
+pub struct Ports {
     pub eal: Eal,
     pub pool: Mempool,
     ports: HashMap<String, (PortConfig, Port)>,
 }
 
-impl Datapath {
+impl Ports {
     /// Starts the EAL with the devices of `names` (all ports when empty) and
     /// opens those ports.
-    pub fn open(cfg: &Config, names: &[&str]) -> anyhow::Result<Datapath> {
+    pub fn open(cfg: &Config, names: &[&str]) -> anyhow::Result<Ports> {
         let chosen: Vec<&PortConfig> = if names.is_empty() {
             cfg.ports.iter().collect()
         } else {
@@ -67,7 +67,7 @@ impl Datapath {
                 }
             }
         }
-        Ok(Datapath { eal, pool, ports })
+        Ok(Ports { eal, pool, ports })
     }
 
     /// The port named `name` and its config.
