@@ -62,7 +62,7 @@ pub use {
     hugemem::HugeMem,
     mbuf::{free_burst, Mbuf},
     mempool::{Mempool, HEADROOM},
-    port::{LinkStatus, MacAddr, Port, PortId, PortQueue, PortStats, QueueId},
+    port::{LinkStatus, Port, PortId, PortQueue, PortStats, QueueId},
 };
 
 /// The DPDK version the crate was built against (from pkg-config).

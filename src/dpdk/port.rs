@@ -9,8 +9,8 @@ use super::mbuf::{free_burst, Mbuf};
 use super::mempool::Mempool;
 use super::options::{Device, PortOptions};
 use crate::backend::{Backend, Burst, BURST};
+use crate::wire::MacAddr;
 use std::ffi::CString;
-use std::fmt;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
@@ -21,27 +21,6 @@ pub struct PortId(pub u16);
 /// A queue number within a port.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct QueueId(pub u16);
-
-/// A MAC address.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct MacAddr(pub [u8; 6]);
-
-impl fmt::Display for MacAddr {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let m = self.0;
-        write!(
-            f,
-            "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
-            m[0], m[1], m[2], m[3], m[4], m[5]
-        )
-    }
-}
-
-impl fmt::Debug for MacAddr {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(self, f)
-    }
-}
 
 /// Link state as the PMD reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

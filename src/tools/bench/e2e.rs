@@ -1218,7 +1218,7 @@ mod dpdk_run {
         )?;
         let (ca, pa) = dp.port("a")?;
         let (cb, pb) = dp.port("b")?;
-        let (mac_a, mac_b) = (MacAddr(pa.mac()?.0), MacAddr(pb.mac()?.0));
+        let (mac_a, mac_b) = (pa.mac()?, pb.mac()?);
         let (ip_a, ip_b): (IpAddr, IpAddr) = (ca.ip.into(), cb.ip.into());
         let clock = TscClock::new(&dp.eal);
         let _reg = dpdk::lcore::register_current_thread(&dp.eal)?;

@@ -150,8 +150,8 @@ fn two_ports(cfg: &Config) -> Result<bool> {
             cfg,
             (&mut qa, &mut qb),
             &clock,
-            (crate::wire::MacAddr(pa.mac()?.0), ca.ip),
-            (crate::wire::MacAddr(pb.mac()?.0), cb.ip),
+            (pa.mac()?, ca.ip),
+            (pb.mac()?, cb.ip),
         )?;
     }
     if cfg.tools.run {
@@ -160,7 +160,7 @@ fn two_ports(cfg: &Config) -> Result<bool> {
         let end = |queue, port: &Port, ip| -> Result<End<dpdk::PortQueue>> {
             Ok(End {
                 queue,
-                mac: crate::wire::MacAddr(port.mac()?.0),
+                mac: port.mac()?,
                 ip,
                 max_frame: max_frame(cfg, port),
             })

@@ -12,7 +12,6 @@ use crate::config::Config;
 use crate::dpdk::{self, TscClock};
 use crate::tools::port::ports::Ports;
 use crate::verbs::{Context, ContextConfig};
-use crate::wire::MacAddr;
 use anyhow::Result;
 use std::path::Path;
 
@@ -54,7 +53,7 @@ pub fn on_port<W: OnContext>(
     if !link.up {
         log::warn!("port {name}: the link is not up yet; going on");
     }
-    let mac = MacAddr(p.mac()?.0);
+    let mac = p.mac()?;
     let mut cc = ContextConfig::new(mac, pc.ip.into());
     cc.max_frame = max_frame(cfg, p);
     cc.region_alloc = memory::hugepage_region;
