@@ -2,11 +2,15 @@
 //! ([`crate::backend::fabric`]), in virtual time: [`net`] puts transport
 //! devices on the fabric; [`soak`] is `ferroce sim` (two hosts, a mix of
 //! verbs, every byte checked); [`incast`] is `ferroce sim --incast`; [`lab`]
-//! is `ferroce lab` (experiment files, fabrics, workloads, plots).
+//! is `ferroce lab` (experiment files, fabrics, workloads, plots);
+//! [`defaults`] and [`stats`] are what the runs share (default settings and
+//! limits; percentiles, the median, fairness).
 
 #![deny(unsafe_code)]
 
+pub mod defaults;
 pub mod incast;
 pub mod lab;
 pub mod net;
 pub mod soak;
+pub mod stats;

@@ -32,16 +32,17 @@
 
 #![deny(unsafe_code)]
 
-use super::config::{NextHop, Resolved, TopologySpec};
+use super::config::{NextHop, TopologySpec};
 use super::progress::Progress;
+use super::resolve::Resolved;
 use super::workload::{ideal_fct_ns, slowdown_by_bucket, FctSample, FlowSpec, SlowdownStats};
 use crate::backend::fabric::{
     self as fabric, ChannelId, Link, LinkConfig, PfcConfig as SimPfc, SimError,
     SwitchConfig as SimSwitch, SwitchId,
 };
 use crate::host::pump::MAX_FRAME;
-use crate::sim::incast::{jain_index, percentile};
 use crate::sim::net::SimNet;
+use crate::sim::stats::{jain_index, percentile};
 use crate::time::{Duration, Instant};
 use crate::transport::connect::ConnectParams;
 use crate::transport::{
@@ -817,7 +818,7 @@ impl<'a> LabRun<'a> {
         let rs = Duration::from_nanos(r.rate_sample_ns.max(1));
         // Which queues to record.
         self.record = match &r.queues {
-            super::config::QueueSelect::Ports(list) => self
+            super::resolve::QueueSelect::Ports(list) => self
                 .ports
                 .iter()
                 .enumerate()
