@@ -931,13 +931,12 @@ impl<'a> Run<'a> {
         let mut half_done = false;
         let mut end_done = false;
         let mut same_instant = 0u64;
-        let mut last = start;
         loop {
             // Everything that happens at `now`: frames in and out, then
             // completions and new work, until nothing moves (each round
             // completes or posts a WRITE, and posting stops at a window).
             loop {
-                while self.net.pump_all() > 0 {}
+                self.net.pump_until_quiet(u64::MAX);
                 let done = self.complete();
                 let posted = if self.net.now() < end {
                     self.post()
@@ -1004,22 +1003,15 @@ impl<'a> Run<'a> {
             if t > limit {
                 return Ok((false, Some("drain limit reached".to_string())));
             }
-            if t <= last {
-                same_instant += 1;
-                if same_instant > 1_000_000 {
-                    return Ok((
-                        false,
-                        Some(format!(
-                            "time does not advance at {}",
-                            Duration::from_nanos(now.as_nanos())
-                        )),
-                    ));
-                }
-            } else {
-                same_instant = 0;
+            if !self.net.advance_towards(t, &mut same_instant, 1_000_000) {
+                return Ok((
+                    false,
+                    Some(format!(
+                        "time does not advance at {}",
+                        Duration::from_nanos(now.as_nanos())
+                    )),
+                ));
             }
-            last = t.max(now);
-            self.net.fabric.advance_to(t.max(now));
         }
     }
 

@@ -1003,21 +1003,13 @@ impl<'a> LabRun<'a> {
                 stopped = Some("drain limit reached".to_string());
                 break;
             }
-            // A timer that stays due while nothing moves would hold time
-            // still: stop rather than spin.
-            if t <= now {
-                same_instant += 1;
-                if same_instant > 1_000_000 {
-                    stopped = Some(format!(
-                        "time does not advance at {}",
-                        Duration::from_nanos(now.as_nanos())
-                    ));
-                    break;
-                }
-            } else {
-                same_instant = 0;
+            if !self.net.advance_towards(t, &mut same_instant, 1_000_000) {
+                stopped = Some(format!(
+                    "time does not advance at {}",
+                    Duration::from_nanos(now.as_nanos())
+                ));
+                break;
             }
-            self.net.fabric.advance_to(t.max(now));
         }
         if !end_done {
             for f in &mut self.flows {

@@ -405,13 +405,9 @@ impl<'a> Run<'a> {
                 ));
                 return;
             }
-            let mut rounds = 0;
-            while self.net.pump_all() > 0 {
-                rounds += 1;
-                if rounds > 1_000_000 {
-                    r.hang = Some(format!("frames never stop at {}", self.vtime()));
-                    return;
-                }
+            if !self.net.pump_until_quiet(1_000_000) {
+                r.hang = Some(format!("frames never stop at {}", self.vtime()));
+                return;
             }
             let moved = self.step(r);
             if self.failed(r) {
@@ -453,16 +449,10 @@ impl<'a> Run<'a> {
                 ));
                 return;
             }
-            if t <= now {
-                same_instant += 1;
-                if same_instant > 100_000 {
-                    r.hang = Some(format!("time does not advance at {}", self.vtime()));
-                    return;
-                }
-            } else {
-                same_instant = 0;
+            if !self.net.advance_towards(t, &mut same_instant, 100_000) {
+                r.hang = Some(format!("time does not advance at {}", self.vtime()));
+                return;
             }
-            self.net.fabric.advance_to(t.max(now));
         }
     }
 
