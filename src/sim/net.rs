@@ -44,8 +44,6 @@ pub struct SimNet {
     woken: Vec<HostId>,
 }
 
-/// The attributes two QPs are connected with by [`SimNet::connect_qps`].
-
 impl SimNet {
     pub fn new(seed: u64) -> SimNet {
         SimNet {
