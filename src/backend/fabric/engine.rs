@@ -201,7 +201,7 @@ impl Fabric {
     /// link is idle; `ingress` is the switch port it came in by. Returns
     /// whether it was queued.
     ///
-    /// ECN marking at enqueue ([`LinkConfig::ecn`]) is decided first, on
+    /// ECN marking at enqueue ([`LinkConfig::ecn`](super::LinkConfig::ecn)) is decided first, on
     /// the bytes already waiting in the frame's priority queue, whether or
     /// not the frame then fits; a frame the drop-tail limit refuses counts
     /// as dropped, never as marked. Marking at dequeue happens in
@@ -238,7 +238,7 @@ impl Fabric {
     }
 
     /// Starts serialising the next frame if the link is idle: a waiting
-    /// PFC frame, else the scheduler's pick (see [`EgressQueue`]).
+    /// PFC frame, else the scheduler's pick (see [`EgressQueue`](super::EgressQueue)).
     pub(super) fn start_next(&mut self, ch: ChannelId) {
         let c = &self.channels[ch.0];
         if c.queue.is_busy() {

@@ -89,7 +89,7 @@
 //! A queue with [`LinkConfig::queue_bytes`] refuses (drop-tail) a frame that
 //! would take the bytes waiting, the frame on the wire included, past the
 //! limit (a frame of exactly the room left is taken); at a switch, frames
-//! of PFC priorities are exempt ([`PfcConfig`]). [`SimPort::tx_burst`]
+//! of PFC priorities are exempt ([`PfcConfig`]). [`SimPort::tx_burst`](crate::backend::Backend::tx_burst)
 //! always takes every frame: one tail-dropped at
 //! the host's own link counts as sent by the host and dropped by the
 //! network ([`LinkCounters::dropped_queue`]), as happens to a frame lost
@@ -245,7 +245,8 @@ pub use rng::Rng;
 use route::{Decision, Routes};
 pub use sched::{frame_priority, EgressQueue, DEFAULT_DSCP_TO_PRIORITY, DRR_QUANTUM, PRIORITIES};
 
-/// The capacity of the buffers [`SimPort::alloc`] hands out: a jumbo frame.
+/// The capacity of the buffers [`SimPort::alloc`](crate::backend::Backend::alloc) hands
+/// out: a jumbo frame.
 pub const FRAME_CAPACITY: usize = 9216;
 
 /// A host of a [`Fabric`] (an index into it).

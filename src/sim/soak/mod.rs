@@ -30,7 +30,7 @@
 //! while of virtual time (a stall), when virtual time passes its limit, or
 //! after a bounded number of steps.
 //!
-//! [`parse`] reads the command line's units, [`report`] holds what a run
+//! `parse` reads the command line's units, `report` holds what a run
 //! found, and `run` drives one seed.
 
 #![deny(unsafe_code)]
