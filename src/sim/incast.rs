@@ -68,7 +68,9 @@ use crate::backend::fabric::{
     serialization_time, ChannelId, LinkConfig, LinkCounters, RedConfig, SimError,
 };
 use crate::cc::{CcConfig, TraceRecord};
+use crate::sim::defaults::{default_cnp_interval, default_red, MAX_MESSAGE, MAX_WINDOW};
 use crate::sim::net::SimNet;
+use crate::sim::stats::{jain_index, percentile};
 use crate::time::{Duration, Instant};
 use crate::transport::connect::ConnectParams;
 use crate::transport::{
@@ -85,10 +87,6 @@ use std::path::{Path, PathBuf};
 pub const MAX_SENDERS: usize = 64;
 /// The longest virtual time a run accepts for its posting phase.
 pub const MAX_DURATION: Duration = Duration::from_secs(1);
-/// The largest WRITE a run accepts.
-pub const MAX_MESSAGE: u32 = 16 << 20;
-/// The most WRITEs outstanding per sender a run accepts.
-pub const MAX_WINDOW: u32 = 4096;
 /// The most queue samples a run takes.
 pub const MAX_SAMPLES: u64 = 2_000_000;
 /// Headers of one RoCE v2 data packet on an untagged IPv4 frame: Ethernet,
@@ -146,39 +144,6 @@ pub fn parse_cc(name: &str) -> Result<CcConfig, IncastError> {
     match CcConfig::by_name_or_file(name) {
         Some(r) => r.map_err(|e| IncastError::CcFile(e.to_string())),
         None => Err(IncastError::UnknownCc(name.to_string())),
-    }
-}
-
-/// The switch's default ECN marking for a link of `rate_bps`, scaled
-/// from 100 Gb/s: Kmin 50 KB, Kmax 1.6 MB (the HPCC simulator's Kmax,
-/// reference C.4), Pmax 1 (NVIDIA's RoCE switch profiles mark with
-/// probability 100% at the maximum threshold), decided at dequeue (as the
-/// HPCC simulator's switch). The HPCC simulator's own Kmin of 400 KB and
-/// Pmax of 0.2 mark so late and so rarely at 100 Gb/s that with 4 KiB
-/// packets each of N flows sees its first mark only after a round of N
-/// packets through a deep queue: measured here, its 8:1 and 16:1 incasts
-/// held a queue of 1-1.4 MB in steady state. `RedConfig::hpcc` keeps
-/// those values for comparison (`--kmin 400K --kmax 1600K --pmax 0.2`).
-pub fn default_red(rate_bps: u64) -> RedConfig {
-    let scale = |bytes: u128| {
-        usize::try_from(bytes * u128::from(rate_bps) / 100_000_000_000).unwrap_or(usize::MAX)
-    };
-    RedConfig {
-        kmin_bytes: scale(50_000),
-        kmax_bytes: scale(1_600_000),
-        pmax: 1.0,
-        at_dequeue: true,
-    }
-}
-
-/// The notification point's CNP interval that goes with a rate control
-/// (reference B.8, C.1): 50 µs for the DCQCN paper's parameters, the
-/// ConnectX default of 4 µs otherwise.
-pub fn default_cnp_interval(cc: &CcConfig) -> Duration {
-    if cc.name() == "dcqcn-paper" {
-        Duration::from_micros(50)
-    } else {
-        Duration::from_micros(4)
     }
 }
 
@@ -369,31 +334,6 @@ impl IncastConfig {
         }
         Ok(())
     }
-}
-
-/// Jain's fairness index of `x`: (Σx)² / (n·Σx²), 1 when all are equal,
-/// 1/n when one takes everything (Jain, Chiu and Hawe, DEC-TR-301, 1984).
-/// 0 for an empty slice or when every value is 0 (no throughput to share
-/// is not called fair).
-pub fn jain_index(x: &[f64]) -> f64 {
-    let sum: f64 = x.iter().sum();
-    let sq: f64 = x.iter().map(|v| v * v).sum();
-    if x.is_empty() || sq == 0.0 {
-        return 0.0;
-    }
-    sum * sum / (x.len() as f64 * sq)
-}
-
-/// The `p`-th percentile (0..=100) of `sorted` (ascending) by the nearest
-/// rank: the smallest value with at least p% of the values at or below
-/// it. 0 for an empty slice; p <= 0 gives the smallest value.
-pub fn percentile(sorted: &[u64], p: f64) -> u64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    let n = sorted.len();
-    let rank = (p.clamp(0.0, 100.0) / 100.0 * n as f64).ceil() as usize;
-    sorted[rank.clamp(1, n) - 1]
 }
 
 /// Percentiles of a set of queue samples, bytes.
@@ -991,13 +931,12 @@ impl<'a> Run<'a> {
         let mut half_done = false;
         let mut end_done = false;
         let mut same_instant = 0u64;
-        let mut last = start;
         loop {
             // Everything that happens at `now`: frames in and out, then
             // completions and new work, until nothing moves (each round
             // completes or posts a WRITE, and posting stops at a window).
             loop {
-                while self.net.pump_all() > 0 {}
+                self.net.pump_until_quiet(u64::MAX);
                 let done = self.complete();
                 let posted = if self.net.now() < end {
                     self.post()
@@ -1064,22 +1003,15 @@ impl<'a> Run<'a> {
             if t > limit {
                 return Ok((false, Some("drain limit reached".to_string())));
             }
-            if t <= last {
-                same_instant += 1;
-                if same_instant > 1_000_000 {
-                    return Ok((
-                        false,
-                        Some(format!(
-                            "time does not advance at {}",
-                            Duration::from_nanos(now.as_nanos())
-                        )),
-                    ));
-                }
-            } else {
-                same_instant = 0;
+            if !self.net.advance_towards(t, &mut same_instant, 1_000_000) {
+                return Ok((
+                    false,
+                    Some(format!(
+                        "time does not advance at {}",
+                        Duration::from_nanos(now.as_nanos())
+                    )),
+                ));
             }
-            last = t.max(now);
-            self.net.fabric.advance_to(t.max(now));
         }
     }
 
@@ -1193,35 +1125,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn jain_index_of_known_vectors() {
-        assert_eq!(jain_index(&[5.0, 5.0, 5.0, 5.0]), 1.0);
-        assert!((jain_index(&[1.0, 0.0, 0.0, 0.0]) - 0.25).abs() < 1e-12);
-        // (1 + 2 + 3)^2 / (3 * (1 + 4 + 9)) = 36 / 42.
-        assert!((jain_index(&[1.0, 2.0, 3.0]) - 36.0 / 42.0).abs() < 1e-12);
-        // Scale does not matter.
-        assert!((jain_index(&[1e9, 2e9, 3e9]) - 36.0 / 42.0).abs() < 1e-12);
-        assert_eq!(jain_index(&[7.0]), 1.0);
-        assert_eq!(jain_index(&[]), 0.0);
-        assert_eq!(jain_index(&[0.0, 0.0]), 0.0);
-    }
-
-    #[test]
-    fn percentile_is_the_nearest_rank() {
-        let v: Vec<u64> = (1..=100).collect();
-        assert_eq!(percentile(&v, 50.0), 50);
-        assert_eq!(percentile(&v, 99.0), 99);
-        assert_eq!(percentile(&v, 99.5), 100);
-        assert_eq!(percentile(&v, 100.0), 100);
-        assert_eq!(percentile(&v, 0.0), 1);
-        assert_eq!(percentile(&v, 1.0), 1);
-        assert_eq!(percentile(&v, 1.5), 2);
-        assert_eq!(percentile(&[], 50.0), 0);
-        assert_eq!(percentile(&[9], 99.0), 9);
-        // 10 values: p50 is the 5th, p99 the 10th.
-        let w = [1, 2, 3, 4, 5, 6, 7, 8, 9, 1000];
-        assert_eq!(percentile(&w, 50.0), 5);
-        assert_eq!(percentile(&w, 99.0), 1000);
-        assert_eq!(percentile(&w, 90.0), 9);
+    fn queue_stats_are_nearest_rank_percentiles() {
         let q = QueueStats::of(&[4, 1, 3, 2]);
         assert_eq!(
             q,

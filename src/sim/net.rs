@@ -263,6 +263,38 @@ impl SimNet {
         moved
     }
 
+    /// Pumps every host until no frame moves; false if frames still moved
+    /// after `max_rounds` rounds (they never stop).
+    pub fn pump_until_quiet(&mut self, max_rounds: u64) -> bool {
+        let mut rounds = 0u64;
+        while self.pump_all() > 0 {
+            rounds += 1;
+            if rounds > max_rounds {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// A driver's step to its next instant `t`: advances virtual time to
+    /// `t` (to now if `t` is not later). `same_instant` counts the steps in
+    /// a row whose `t` was not after now; once there are more than `limit`
+    /// of them, returns false without advancing (a timer that stays due
+    /// while nothing moves would hold time still: stop rather than spin).
+    pub fn advance_towards(&mut self, t: Instant, same_instant: &mut u64, limit: u64) -> bool {
+        let now = self.fabric.now();
+        if t <= now {
+            *same_instant += 1;
+            if *same_instant > limit {
+                return false;
+            }
+        } else {
+            *same_instant = 0;
+        }
+        self.fabric.advance_to(t.max(now));
+        true
+    }
+
     /// The next instant anything happens: a frame event or a device timer.
     pub fn next_time(&self) -> Option<Instant> {
         let dev = self.hosts.iter().filter_map(|h| h.dev.poll_timeout()).min();
@@ -282,7 +314,7 @@ impl SimNet {
     ) -> bool {
         let end = self.fabric.now() + limit;
         loop {
-            while self.pump_all() > 0 {}
+            self.pump_until_quiet(u64::MAX);
             if done(self) {
                 return true;
             }

@@ -1,6 +1,7 @@
 //! A deterministic network simulator: hosts, full-duplex links and
 //! store-and-forward switches in virtual time (nanoseconds), with seeded
-//! faults. Each host is a [`Backend`] ([`SimPort`]), so the code that runs
+//! faults. Each host is a [`Backend`](crate::backend::Backend)
+//! ([`SimPort`]), so the code that runs
 //! over a DPDK port runs here unchanged.
 //!
 //! This module owns the topology (hosts, switches, links), the switches'
@@ -9,7 +10,9 @@
 //! and per-host counters, and an optional pcap capture per host. Its
 //! submodules own the routes (`route`), the eight priority queues of each
 //! egress and their scheduler (`sched`), ECN marking (`ecn`), switch
-//! buffers and PFC (`pfc`), and PFC deadlock detection (`deadlock`). It
+//! buffers and PFC (`pfc`), PFC deadlock detection (`deadlock`), the
+//! event calendar and each frame's way through the fabric (`engine`), and
+//! a host as a backend (`port`). It
 //! knows frames as Ethernet bytes; it looks into one only as far as its
 //! 802.1Q tag and IP header (priority, ECN field), its UDP ports (to spread
 //! flows over equal paths) or a MAC control frame's fields, never at RoCE.
@@ -86,7 +89,7 @@
 //! A queue with [`LinkConfig::queue_bytes`] refuses (drop-tail) a frame that
 //! would take the bytes waiting, the frame on the wire included, past the
 //! limit (a frame of exactly the room left is taken); at a switch, frames
-//! of PFC priorities are exempt ([`PfcConfig`]). [`SimPort::tx_burst`]
+//! of PFC priorities are exempt ([`PfcConfig`]). [`SimPort::tx_burst`](crate::backend::Backend::tx_burst)
 //! always takes every frame: one tail-dropped at
 //! the host's own link counts as sent by the host and dropped by the
 //! network ([`LinkCounters::dropped_queue`]), as happens to a frame lost
@@ -202,25 +205,25 @@
 #![allow(missing_docs)]
 #![deny(unsafe_code)]
 
-use std::cmp::Reverse;
-use std::collections::binary_heap::PeekMut;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 use std::fmt;
 use std::io::Write;
 
 use crate::backend::loopback::VecBuf;
-use crate::backend::{Backend, Burst, FrameBuf};
+use crate::backend::FrameBuf;
 use crate::pcap::{self, PcapError};
-use crate::time::{Clock, Duration, Instant};
+use crate::time::Instant;
 use crate::wire::ethernet::HEADER_LEN as ETH_HEADER_LEN;
 use crate::wire::MacAddr;
 
 mod deadlock;
 mod ecn;
+mod engine;
 mod link;
 mod pfc;
 #[cfg(test)]
 mod pfc_tests;
+mod port;
 mod rng;
 mod route;
 mod sched;
@@ -229,6 +232,8 @@ mod tests;
 #[cfg(test)]
 mod topo_tests;
 
+use engine::Calendar;
+
 pub use deadlock::{DeadlockHop, DeadlockReport, DEFAULT_DEADLOCK_WINDOW};
 pub use ecn::{frame_ecn, EcnField, RedConfig};
 pub use link::{serialization_time, LinkConfig, LinkCounters};
@@ -236,11 +241,13 @@ pub use pfc::{
     is_mac_control, pause_duration, switch_port_mac, PfcConfig, PfcFrame, SwitchConfig,
     ETHERTYPE_MAC_CONTROL, MAC_CONTROL_DST, OPCODE_PFC,
 };
+pub use port::SimPort;
 pub use rng::Rng;
 use route::{Decision, Routes};
 pub use sched::{frame_priority, EgressQueue, DEFAULT_DSCP_TO_PRIORITY, DRR_QUANTUM, PRIORITIES};
 
-/// The capacity of the buffers [`SimPort::alloc`] hands out: a jumbo frame.
+/// The capacity of the buffers [`SimPort::alloc`](crate::backend::Backend::alloc) hands
+/// out: a jumbo frame.
 pub const FRAME_CAPACITY: usize = 9216;
 
 /// A host of a [`Fabric`] (an index into it).
@@ -548,84 +555,6 @@ struct Channel {
     counters: LinkCounters,
 }
 
-#[derive(Debug)]
-enum EventKind {
-    /// The head frame of the channel's queue has been serialised.
-    TxDone(ChannelId),
-    /// A frame reaches the far end of the channel.
-    Arrive(ChannelId, VecBuf),
-    /// A PFC pause of a priority of the channel's egress queue may end.
-    PauseExpire(ChannelId, u8),
-    /// A switch port's PFC pauses are due to be sent again.
-    PfcRefresh(SwitchId, usize),
-}
-
-#[derive(Debug)]
-struct Event {
-    at: Instant,
-    /// Unique and increasing: orders events at the same instant FIFO.
-    seq: u64,
-    kind: EventKind,
-}
-
-impl PartialEq for Event {
-    fn eq(&self, other: &Self) -> bool {
-        (self.at, self.seq) == (other.at, other.seq)
-    }
-}
-
-impl Eq for Event {}
-
-impl PartialOrd for Event {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Event {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        (self.at, self.seq).cmp(&(other.at, other.seq))
-    }
-}
-
-/// The pending events, earliest (then first scheduled) first.
-#[derive(Debug, Default)]
-struct Calendar {
-    heap: BinaryHeap<Reverse<Event>>,
-    next_seq: u64,
-}
-
-impl Calendar {
-    fn push(&mut self, at: Instant, kind: EventKind) {
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        self.heap.push(Reverse(Event { at, seq, kind }));
-    }
-
-    fn peek_time(&self) -> Option<Instant> {
-        self.heap.peek().map(|Reverse(e)| e.at)
-    }
-
-    /// The earliest event if it is due by `t`.
-    fn pop_due(&mut self, t: Instant) -> Option<Event> {
-        let top = self.heap.peek_mut()?;
-        if top.0.at > t {
-            return None;
-        }
-        Some(PeekMut::pop(top).0)
-    }
-
-    /// Drops the earliest events while `stale` says they would do nothing.
-    fn drop_stale(&mut self, mut stale: impl FnMut(&EventKind, Instant) -> bool) {
-        while let Some(top) = self.heap.peek_mut() {
-            if !stale(&top.0.kind, top.0.at) {
-                break;
-            }
-            PeekMut::pop(top);
-        }
-    }
-}
-
 /// The simulated network: its topology, virtual clock, pending events and
 /// random generator. See the module docs for the call order.
 ///
@@ -831,85 +760,6 @@ impl Fabric {
         let a_to_b = channel(a, b);
         let b_to_a = channel(b, a);
         Link { a_to_b, b_to_a }
-    }
-
-    /// When the earliest pending event is due, if any.
-    pub fn next_event(&self) -> Option<Instant> {
-        self.events.peek_time()
-    }
-
-    /// Processes every event due by `t` (included), in time order, then sets
-    /// the clock to `t`. Frames that arrive at a host wait in its inbox for
-    /// `rx_burst`; frames that arrive at a switch are queued on their egress
-    /// links. The clock never goes back: a `t` before [`Fabric::now`] does
-    /// nothing.
-    pub fn advance_to(&mut self, t: Instant) {
-        while let Some(ev) = self.events.pop_due(t) {
-            self.now = self.now.max(ev.at);
-            self.events_done += 1;
-            match ev.kind {
-                EventKind::TxDone(ch) => self.tx_done(ch),
-                EventKind::Arrive(ch, frame) => self.arrive(ch, frame),
-                EventKind::PauseExpire(ch, p) => self.pause_expired(ch, p, ev.at),
-                EventKind::PfcRefresh(s, port) => self.pfc_refresh(s, port, ev.at),
-            }
-        }
-        self.now = self.now.max(t);
-        // An overtaken PFC timer is never the next event.
-        let mut events = std::mem::take(&mut self.events);
-        events.drop_stale(|kind, at| self.timer_is_stale(kind, at));
-        self.events = events;
-    }
-
-    /// Moves into `out` the hosts that something happened to since the
-    /// last call, each once, in the order it first happened: a frame
-    /// arrived in its inbox, or one left its link (so its NIC's ring has
-    /// room again). A driver that pumps only these hosts, and those whose
-    /// own timers are due, misses nothing.
-    pub fn take_woken(&mut self, out: &mut Vec<HostId>) {
-        for h in self.woken.drain(..) {
-            self.hosts[h.0].woken = false;
-            out.push(h);
-        }
-    }
-
-    fn wake(&mut self, host: HostId) {
-        let h = &mut self.hosts[host.0];
-        if !h.woken {
-            h.woken = true;
-            self.woken.push(host);
-        }
-    }
-
-    /// Events processed so far: frames finishing serialisation, frames
-    /// arriving, PFC timers. What a run's events per second count.
-    pub fn events_processed(&self) -> u64 {
-        self.events_done
-    }
-
-    /// [`Fabric::advance_to`] `now + d`.
-    pub fn advance_by(&mut self, d: Duration) {
-        self.advance_to(self.now + d);
-    }
-
-    /// Processes events until none is pending and returns the time then
-    /// (that of the last event, or `now` if there was none). Endpoints do
-    /// not run meanwhile, so this drains what is in flight.
-    pub fn run_until_idle(&mut self) -> Instant {
-        while let Some(t) = self.next_event() {
-            self.advance_to(t);
-        }
-        self.now
-    }
-
-    /// The host as a [`Backend`]; it sends at [`Fabric::now`].
-    ///
-    /// # Panics
-    ///
-    /// If `host` is not in this fabric.
-    pub fn port(&mut self, host: HostId) -> SimPort<'_> {
-        assert!(host.0 < self.hosts.len(), "{host} is not in this fabric");
-        SimPort { fabric: self, host }
     }
 
     /// The host's MAC address.
@@ -1240,345 +1090,5 @@ impl Fabric {
         }
         cap.sink.finish()?;
         Ok(cap.sink.count())
-    }
-
-    /// A host hands a frame to its link at `now`.
-    fn send(&mut self, host: HostId, frame: VecBuf) {
-        let now = self.now;
-        let h = &mut self.hosts[host.0];
-        h.counters.tx_frames += 1;
-        h.counters.tx_bytes += frame.len() as u64;
-        if let Some(cap) = &mut h.capture {
-            cap.record(now, frame.data());
-        }
-        match h.egress {
-            Some(ch) => self.offer(ch, frame),
-            None => h.counters.dropped_no_link += 1,
-        }
-    }
-
-    /// Hands a frame a host sends to its link direction: refused if it is
-    /// down, else queued ([`Fabric::enqueue`]).
-    fn offer(&mut self, ch: ChannelId, frame: VecBuf) {
-        let c = &mut self.channels[ch.0];
-        if c.up {
-            self.enqueue(ch, frame);
-        } else {
-            c.counters.dropped_down += 1;
-        }
-    }
-
-    /// A host queues a frame on its link at `now` (or it is dropped at
-    /// the tail), classified by the default DSCP table.
-    fn enqueue(&mut self, ch: ChannelId, frame: VecBuf) {
-        let p = frame_priority(frame.data(), &DEFAULT_DSCP_TO_PRIORITY);
-        self.enqueue_class(ch, frame, p, true, None);
-    }
-
-    /// Queues a frame of priority `p` on a link direction at `now`, or
-    /// drops it at the tail if `droppable`, and starts serialising if the
-    /// link is idle; `ingress` is the switch port it came in by. Returns
-    /// whether it was queued.
-    ///
-    /// ECN marking at enqueue ([`LinkConfig::ecn`]) is decided first, on
-    /// the bytes already waiting in the frame's priority queue, whether or
-    /// not the frame then fits; a frame the drop-tail limit refuses counts
-    /// as dropped, never as marked. Marking at dequeue happens in
-    /// [`Fabric::tx_done`].
-    fn enqueue_class(
-        &mut self,
-        ch: ChannelId,
-        mut frame: VecBuf,
-        p: u8,
-        droppable: bool,
-        ingress: Option<u32>,
-    ) -> bool {
-        let c = &mut self.channels[ch.0];
-        let marked = match c.cfg.red(p) {
-            Some(red) if !red.at_dequeue => {
-                red.apply(c.queue.class_bytes(p), frame.data_mut(), &mut self.rng)
-            }
-            _ => false,
-        };
-        if let Some(cap) = c.cfg.queue_bytes.filter(|_| droppable) {
-            if c.queue.bytes() + frame.len() > cap {
-                c.counters.dropped_queue += 1;
-                return false;
-            }
-        }
-        if marked {
-            c.counters.ecn_marked += 1;
-        }
-        c.queue.push(p, frame, ingress);
-        let q = c.queue.bytes() as u64;
-        c.counters.max_queue_bytes = c.counters.max_queue_bytes.max(q);
-        self.start_next(ch);
-        true
-    }
-
-    /// Starts serialising the next frame if the link is idle: a waiting
-    /// PFC frame, else the scheduler's pick (see [`EgressQueue`]).
-    fn start_next(&mut self, ch: ChannelId) {
-        let c = &self.channels[ch.0];
-        if c.queue.is_busy() {
-            return;
-        }
-        let (strict, src) = match c.from {
-            Endpoint::Switch { switch, port } => (
-                self.switches[switch.0].cfg.strict,
-                switch_port_mac(switch, port),
-            ),
-            Endpoint::Host(h) => (0, self.hosts[h.0].mac),
-        };
-        let c = &mut self.channels[ch.0];
-        let emit = |pfc: &PfcFrame| {
-            let mut f = VecBuf::with_capacity(PfcFrame::LEN);
-            if let Some(b) = f.append(PfcFrame::LEN) {
-                b.copy_from_slice(&pfc.emit(src));
-            }
-            f
-        };
-        let Some(len) = c.queue.start(strict, emit) else {
-            return;
-        };
-        let done = self.now + serialization_time(len, c.cfg.rate_bps);
-        self.events.push(done, EventKind::TxDone(ch));
-    }
-
-    /// The frame on the wire has left: a PFC frame goes to the far end; a
-    /// data frame leaves its switch's buffer, meets its faults and is
-    /// scheduled to arrive. Then the next one starts.
-    fn tx_done(&mut self, ch: ChannelId) {
-        if let Endpoint::Host(h) = self.channels[ch.0].from {
-            self.wake(h);
-        }
-        let c = &mut self.channels[ch.0];
-        let (p, mut frame, ingress) = match c.queue.finish(self.now) {
-            None => return self.start_next(ch),
-            Some(sched::Finished::Control(frame)) => {
-                c.counters.pfc_tx += 1;
-                self.events
-                    .push(self.now + c.cfg.delay, EventKind::Arrive(ch, frame));
-                return self.start_next(ch);
-            }
-            Some(sched::Finished::Data { priority, queued }) => {
-                (priority, queued.frame, queued.ingress)
-            }
-        };
-        let release = match (c.from, ingress) {
-            (Endpoint::Switch { switch, .. }, Some(port)) => {
-                Some((switch, port as usize, frame.len()))
-            }
-            _ => None,
-        };
-        let cfg = c.cfg;
-        if let Some(red) = cfg.red(p).filter(|r| r.at_dequeue) {
-            if red.apply(c.queue.class_bytes(p), frame.data_mut(), &mut self.rng) {
-                c.counters.ecn_marked += 1;
-            }
-        }
-        let n = &mut c.counters;
-        n.tx_frames += 1;
-        n.tx_bytes += frame.len() as u64;
-        let rng = &mut self.rng;
-        if rng.chance(cfg.loss) {
-            n.dropped_loss += 1;
-        } else {
-            if rng.chance(cfg.corrupt) && frame.len() > ETH_HEADER_LEN {
-                let span = (frame.len() - ETH_HEADER_LEN) as u64;
-                let at = ETH_HEADER_LEN + rng.below(span) as usize;
-                let bit = rng.below(8);
-                frame.data_mut()[at] ^= 1 << bit;
-                n.corrupted += 1;
-            }
-            let dup = rng.chance(cfg.dup);
-            let mut arrival = self.now + cfg.delay;
-            if rng.chance(cfg.reorder) {
-                let extra = 1 + rng.below(cfg.reorder_delay.as_nanos());
-                arrival += Duration::from_nanos(extra);
-                n.reordered += 1;
-            }
-            if dup {
-                n.duplicated += 1;
-                let copy = frame.clone();
-                self.events.push(arrival, EventKind::Arrive(ch, frame));
-                self.events.push(arrival, EventKind::Arrive(ch, copy));
-            } else {
-                self.events.push(arrival, EventKind::Arrive(ch, frame));
-            }
-        }
-        if let Some((switch, port, len)) = release {
-            self.switch_release(switch, port, p, len);
-        }
-        self.start_next(ch);
-    }
-
-    /// A frame reaches the far end of a link direction.
-    fn arrive(&mut self, ch: ChannelId, frame: VecBuf) {
-        if is_mac_control(frame.data()) {
-            return self.mac_control_received(ch, &frame);
-        }
-        let c = &mut self.channels[ch.0];
-        c.counters.rx_frames += 1;
-        c.counters.rx_bytes += frame.len() as u64;
-        match c.to {
-            Endpoint::Host(h) => self.deliver(h, frame),
-            Endpoint::Switch { switch, port } => self.forward(switch, port, frame),
-        }
-    }
-
-    /// A switch port's link directions: (into the port, out of it).
-    fn switch_port_channels(&self, switch: SwitchId, port: usize) -> (ChannelId, ChannelId) {
-        let p = &self.switches[switch.0].ports[port];
-        (p.ingress, p.egress)
-    }
-
-    fn deliver(&mut self, host: HostId, frame: VecBuf) {
-        let now = self.now;
-        let h = &mut self.hosts[host.0];
-        h.counters.rx_frames += 1;
-        h.counters.rx_bytes += frame.len() as u64;
-        if let Some(cap) = &mut h.capture {
-            cap.record(now, frame.data());
-        }
-        h.inbox.push_back(frame);
-        self.wake(host);
-    }
-
-    /// A switch's forwarding decision for a frame that has arrived by
-    /// `in_port` (see the module docs).
-    fn forward(&mut self, switch: SwitchId, in_port: usize, frame: VecBuf) {
-        self.fresh_routes();
-        let decision = self
-            .routes
-            .decide(&self.switches, switch.0, in_port, frame.data());
-        let sw = &mut self.switches[switch.0];
-        match decision {
-            Decision::Port(p) => {
-                sw.counters.forwarded += 1;
-                let egress = sw.ports[p].egress;
-                self.switch_enqueue(switch, in_port, egress, frame);
-            }
-            Decision::Flood => {
-                sw.counters.flooded += 1;
-                for i in self.routes.flood_range(switch.0) {
-                    let p = self.routes.flood_port(i);
-                    if p != in_port {
-                        let egress = self.switches[switch.0].ports[p].egress;
-                        self.switch_enqueue(switch, in_port, egress, frame.clone());
-                    }
-                }
-            }
-            Decision::Unknown => sw.counters.dropped_unknown += 1,
-            Decision::NoRoute => sw.counters.dropped_no_route += 1,
-            Decision::Runt => sw.counters.dropped_runt += 1,
-        }
-    }
-}
-
-impl Clock for Fabric {
-    fn now(&self) -> Instant {
-        self.now
-    }
-}
-
-/// One host of a [`Fabric`] as a [`Backend`]: it sends at the fabric's
-/// `now` and receives what has arrived by then.
-#[derive(Debug)]
-pub struct SimPort<'a> {
-    fabric: &'a mut Fabric,
-    host: HostId,
-}
-
-impl SimPort<'_> {
-    pub fn host(&self) -> HostId {
-        self.host
-    }
-
-    pub fn now(&self) -> Instant {
-        self.fabric.now
-    }
-}
-
-impl Clock for SimPort<'_> {
-    fn now(&self) -> Instant {
-        self.fabric.now
-    }
-}
-
-impl Backend for SimPort<'_> {
-    type Buf = VecBuf;
-
-    /// Pops frames that have arrived at the host, oldest first.
-    fn rx_burst(&mut self, out: &mut Burst<VecBuf>) -> usize {
-        let inbox = &mut self.fabric.hosts[self.host.0].inbox;
-        let mut n = 0;
-        while !out.is_full() {
-            let Some(f) = inbox.pop_front() else {
-                break;
-            };
-            out.push(f);
-            n += 1;
-        }
-        n
-    }
-
-    /// A buffer of [`FRAME_CAPACITY`] bytes, one the hosts freed if there
-    /// is one; never `None`.
-    fn alloc(&mut self) -> Option<VecBuf> {
-        Some(match self.fabric.spare.pop() {
-            Some(mut b) => {
-                b.clear();
-                b
-            }
-            None => VecBuf::with_capacity(FRAME_CAPACITY),
-        })
-    }
-
-    /// Keeps the buffers for [`SimPort::alloc`] (up to a bound).
-    fn free_burst(&mut self, frames: &mut Burst<VecBuf>) {
-        let spare = &mut self.fabric.spare;
-        for b in frames.drain(..) {
-            if spare.len() < SPARE_BUFFERS && b.capacity() >= FRAME_CAPACITY {
-                spare.push(b);
-            }
-        }
-    }
-
-    /// One frame while the host's link holds less than its transmit ring
-    /// ([`Fabric::set_tx_ring`]), none when it holds more; no limit
-    /// without a ring.
-    fn tx_room(&self) -> usize {
-        let h = &self.fabric.hosts[self.host.0];
-        match (h.tx_ring_bytes, h.egress) {
-            (Some(ring), Some(ch)) => usize::from(self.fabric.channels[ch.0].queue.bytes() < ring),
-            _ => usize::MAX,
-        }
-    }
-
-    /// Takes frames from the front (all of them, or while the host's link
-    /// holds less than its transmit ring, [`Fabric::set_tx_ring`]) and
-    /// returns how many: the network may still drop them (tail-dropped at
-    /// the host's own link, lost, no link); the counters say which.
-    fn tx_burst(&mut self, frames: &mut Burst<VecBuf>) -> usize {
-        let h = &self.fabric.hosts[self.host.0];
-        let n = match (h.tx_ring_bytes, h.egress) {
-            (Some(ring), Some(ch)) => {
-                let mut waiting = self.fabric.channels[ch.0].queue.bytes();
-                frames
-                    .iter()
-                    .take_while(|f| {
-                        let room = waiting < ring;
-                        waiting += f.len();
-                        room
-                    })
-                    .count()
-            }
-            _ => frames.len(),
-        };
-        for frame in frames.drain(..n) {
-            self.fabric.send(self.host, frame);
-        }
-        n
     }
 }

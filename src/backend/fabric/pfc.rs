@@ -46,8 +46,9 @@
 //! refresh can arrive after the pause lapsed, as on real links.
 
 use super::deadlock::DeadlockReport;
+use super::engine::EventKind;
 use super::sched::{frame_priority, DEFAULT_DSCP_TO_PRIORITY, PRIORITIES};
-use super::{serialization_time, ChannelId, Endpoint, EventKind, Fabric, SimError, SwitchId};
+use super::{serialization_time, ChannelId, Endpoint, Fabric, SimError, SwitchId};
 #[cfg(doc)]
 use super::{LinkConfig, LinkCounters, SwitchCounters};
 use crate::backend::loopback::VecBuf;

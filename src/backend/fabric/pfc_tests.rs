@@ -1,6 +1,9 @@
 //! Traffic classes, switch buffers and PFC in the simulator.
 
 use super::*;
+use crate::backend::Backend;
+use crate::backend::Burst;
+use crate::time::Duration;
 use crate::wire::Ecn;
 
 const R100: u64 = 100_000_000_000;

@@ -1,5 +1,9 @@
 use super::*;
+use crate::backend::Backend;
+use crate::backend::Burst;
 use crate::backend::BURST;
+use crate::time::Clock;
+use crate::time::Duration;
 
 fn mac(i: u8) -> MacAddr {
     MacAddr([2, 0, 0, 0, 0, i])

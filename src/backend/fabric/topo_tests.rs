@@ -2,6 +2,8 @@
 //! spanning tree, ECMP, link failures and static routes.
 
 use super::*;
+use crate::backend::Backend;
+use crate::backend::Burst;
 use crate::wire::opcode::Op;
 use crate::wire::{BthRepr, Ecn, FrameRepr, IpRepr, Opcode, Psn};
 

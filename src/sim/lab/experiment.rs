@@ -19,10 +19,12 @@
 
 #![deny(unsafe_code)]
 
-use super::config::{LabConfigError, LabPlan, QueueSelect};
+use super::config::LabConfigError;
 use super::output::{Cell, Column, CsvSeries, OutputError, Results, SummaryTable};
+use super::plan::LabPlan;
 use super::plot::{BarPlot, LinePlot, Series};
 use super::progress::Progress;
+use super::resolve::QueueSelect;
 use super::run::{LabRun, RunError, RunSeries, RunSummary};
 use super::workload::{generate, SizeBucket};
 use std::path::{Path, PathBuf};

@@ -2,8 +2,9 @@
 //! transport, whose results are written as CSV time series, a summary
 //! table and PNG plots.
 //!
-//! - [`config`]: the experiment file (variants, a sweep) and its resolved
-//!   form; [`workload`]: the flows it makes;
+//! - [`config`]: the experiment file's schema; [`workload`]: the flows it
+//!   makes; [`resolve`]: one run's checked, resolved description;
+//!   [`plan`]: a file's variants and sweep expanded into runs;
 //! - `run`: one run on the simulator; `experiment`: every run of a file,
 //!   its results folder and the plots that compare them;
 //! - [`output`], [`plot`], [`progress`]: CSV and summary files, PNG charts,
@@ -14,7 +15,9 @@
 pub mod config;
 pub mod experiment;
 pub mod output;
+pub mod plan;
 pub mod plot;
 pub mod progress;
+pub mod resolve;
 pub mod run;
 pub mod workload;

@@ -32,16 +32,17 @@
 
 #![deny(unsafe_code)]
 
-use super::config::{NextHop, Resolved, TopologySpec};
+use super::config::{LinkSpec, NextHop, TopologySpec};
 use super::progress::Progress;
+use super::resolve::Resolved;
 use super::workload::{ideal_fct_ns, slowdown_by_bucket, FctSample, FlowSpec, SlowdownStats};
 use crate::backend::fabric::{
     self as fabric, ChannelId, Link, LinkConfig, PfcConfig as SimPfc, SimError,
     SwitchConfig as SimSwitch, SwitchId,
 };
 use crate::host::pump::MAX_FRAME;
-use crate::sim::incast::{jain_index, percentile};
 use crate::sim::net::SimNet;
+use crate::sim::stats::{jain_index, percentile};
 use crate::time::{Duration, Instant};
 use crate::transport::connect::ConnectParams;
 use crate::transport::{
@@ -277,6 +278,29 @@ struct HostRes {
     dst: MrKeys,
 }
 
+/// What [`LabRun::summarise`] takes from the flows.
+struct FlowFigures {
+    flows: Vec<FlowResult>,
+    /// Completed sized flows against their ideal completion times.
+    fct: Vec<FctSample>,
+    /// Every started long flow's second-half goodput.
+    long: Vec<f64>,
+    /// Bytes completed in the posting phase, per workload.
+    workload_bytes: Vec<u64>,
+}
+
+/// ECN marks and drops over every switch port (see [`RunSummary`]).
+#[derive(Default)]
+struct SwitchFigures {
+    ecn_marked: u64,
+    egress: u64,
+    down: u64,
+    shared: u64,
+    headroom: u64,
+    no_route: u64,
+    by_priority: [u64; 8],
+}
+
 /// A run being built and driven.
 pub struct LabRun<'a> {
     r: &'a Resolved,
@@ -343,174 +367,224 @@ fn endpoint_name(topo: &TopologySpec, e: fabric::Endpoint, port: bool) -> String
     }
 }
 
+/// One transport device per host of `topo`, each with its NIC's ring.
+fn add_hosts(net: &mut SimNet, r: &Resolved) -> Result<(), RunError> {
+    let t = &r.transport;
+    for (i, h) in r.topology.hosts.iter().enumerate() {
+        let mut dc = DeviceConfig::new(host_mac(i), host_ip(i).into());
+        dc.congestion.ecn = t.ecn;
+        dc.congestion.rp = t.cc.clone();
+        dc.congestion.line_bps = h.link.rate_bps;
+        dc.congestion.np.min_time_between_cnps = Duration::from_nanos(t.min_time_between_cnps_ns);
+        let idx = net.add_host(dc).map_err(transport_err)?;
+        debug_assert_eq!(idx, i);
+        let id = net.hosts[idx].host;
+        net.fabric
+            .set_tx_ring(id, Some(NIC_RING_FRAMES * MAX_FRAME));
+    }
+    Ok(())
+}
+
+/// The switches (in topology order), every host's link to its switch and
+/// the switch-to-switch links (returned in topology order).
+fn add_switches_and_links(
+    net: &mut SimNet,
+    r: &Resolved,
+) -> Result<(Vec<SwitchId>, Vec<Link>), RunError> {
+    let topo = &r.topology;
+    let scfg = switch_config(r);
+    let switch_of: Vec<SwitchId> = topo
+        .switches
+        .iter()
+        .map(|_| net.fabric.add_switch_with(scfg))
+        .collect::<Result<_, _>>()
+        .map_err(fabric_err)?;
+    let link_cfg = |l: &LinkSpec| LinkConfig {
+        rate_bps: l.rate_bps,
+        delay: Duration::from_nanos(l.delay_ns),
+        ..LinkConfig::default()
+    };
+    let egress_cfg = |l: &LinkSpec| LinkConfig {
+        queue_bytes: r.switch.port_buffer_bytes.map(|b| b as usize),
+        ecn: r.switch.red,
+        ..link_cfg(l)
+    };
+    // Each switch's hosts in host order, then the switch links.
+    for (i, h) in topo.hosts.iter().enumerate() {
+        let link = net
+            .connect_to_switch(i, switch_of[h.switch], link_cfg(&h.link))
+            .map_err(fabric_err)?;
+        net.fabric
+            .set_link_config(link.b_to_a, egress_cfg(&h.link))
+            .map_err(fabric_err)?;
+    }
+    let mut links = Vec::new();
+    for l in &topo.links {
+        let link = net
+            .fabric
+            .connect_switches(switch_of[l.a], switch_of[l.b], egress_cfg(&l.link))
+            .map_err(fabric_err)?;
+        links.push(link);
+    }
+    Ok((switch_of, links))
+}
+
+/// The egress ports of every switch, named by their peer, and every link
+/// direction to record (switch egress ports and host NICs).
+fn egress_ports(
+    net: &SimNet,
+    topo: &TopologySpec,
+    switch_of: &[SwitchId],
+) -> (Vec<PortInfo>, Vec<ChannelId>) {
+    let mut ports = Vec::new();
+    let mut channels = Vec::new();
+    for (si, &sw) in switch_of.iter().enumerate() {
+        for p in net.fabric.switch_ports(sw) {
+            channels.push(p.egress);
+            if matches!(p.peer, fabric::Endpoint::Host(_)) {
+                channels.push(p.ingress);
+            }
+            ports.push(PortInfo {
+                name: format!(
+                    "{}:{}->{}",
+                    topo.switches[si].name,
+                    p.port,
+                    endpoint_name(topo, p.peer, false)
+                ),
+                switch: si,
+                port: p.port,
+                egress: p.egress,
+            });
+        }
+    }
+    (ports, channels)
+}
+
+/// The experiment's static routes, on the switches' ports towards `via`.
+fn set_routes(net: &mut SimNet, r: &Resolved, switch_of: &[SwitchId]) -> Result<(), RunError> {
+    for route in &r.routes {
+        let sw = switch_of[route.switch];
+        let mut via = Vec::new();
+        for hop in &route.via {
+            for p in net.fabric.switch_ports(sw) {
+                let to = match (hop, p.peer) {
+                    (NextHop::Switch(s), fabric::Endpoint::Switch { switch, .. }) => {
+                        switch == switch_of[*s]
+                    }
+                    (NextHop::Host(h), fabric::Endpoint::Host(id)) => id.index() == *h,
+                    _ => false,
+                };
+                if to {
+                    via.push(p.port);
+                }
+            }
+        }
+        let dst = net.hosts[route.dst].host;
+        net.fabric.set_route(sw, dst, &via).map_err(fabric_err)?;
+    }
+    Ok(())
+}
+
+/// Each host's protection domain, completion queue and the source and
+/// destination regions of `msg` bytes its flows use.
+fn host_resources(net: &mut SimNet, msg: usize) -> Result<Vec<HostRes>, RunError> {
+    let mut res = Vec::new();
+    for h in net.hosts.iter_mut() {
+        let d = &mut h.dev;
+        let pd = d.alloc_pd();
+        let cq = d.create_cq(1 << 20).map_err(transport_err)?;
+        let mut reg = |access| {
+            d.reg_mr(MrSpec {
+                pd,
+                len: msg,
+                access,
+                addr: None,
+                key: None,
+            })
+        };
+        let src = reg(Access::LOCAL_WRITE).map_err(transport_err)?;
+        let dst = reg(Access::LOCAL_WRITE | Access::REMOTE_WRITE).map_err(transport_err)?;
+        res.push(HostRes { pd, cq, src, dst });
+    }
+    Ok(res)
+}
+
+/// Every flow's QP capabilities and connection parameters.
+fn qp_settings(r: &Resolved) -> Result<(QpCaps, ConnectParams), RunError> {
+    let (topo, t) = (&r.topology, &r.transport);
+    let mtu = Mtu::from_bytes(topo.mtu)
+        .ok_or_else(|| RunError::Transport(format!("{} is not a path MTU", topo.mtu)))?;
+    let pkts = (t.message_bytes as u64).div_ceil(u64::from(topo.mtu)) as u32;
+    let qp_cfg = QpConfig {
+        max_inflight: t
+            .window
+            .saturating_mul(pkts)
+            .max(QpConfig::default().max_inflight),
+        ..QpConfig::default()
+    };
+    let caps = QpCaps {
+        max_send_wr: t.window,
+        max_recv_wr: 1,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        max_inline_data: 0,
+        config: Some(qp_cfg),
+        ..QpCaps::default()
+    };
+    let params = ConnectParams {
+        mtu,
+        timeout: t.timeout,
+        retry_cnt: t.retry_cnt,
+        traffic_class: t.traffic_class,
+        ..ConnectParams::default()
+    };
+    Ok((caps, params))
+}
+
+/// The flows' states before the run, and the flows waiting for each.
+fn flow_states(flows: Vec<FlowSpec>) -> (Vec<FlowState>, Vec<Vec<usize>>) {
+    let mut dependants = vec![Vec::new(); flows.len()];
+    for f in &flows {
+        for &a in &f.after {
+            dependants[a].push(f.id);
+        }
+    }
+    let flows = flows
+        .into_iter()
+        .map(|spec| FlowState {
+            waiting_for: spec.after.len(),
+            spec,
+            started: None,
+            qpn: 0,
+            posted: 0,
+            completed: 0,
+            outstanding: 0,
+            done: None,
+            dead: false,
+            over: false,
+            at_half: 0,
+            at_end: 0,
+            at_sample: 0,
+            errors: 0,
+        })
+        .collect();
+    (flows, dependants)
+}
+
 impl<'a> LabRun<'a> {
     /// Builds the fabric, the devices and the flows of one run.
     pub fn new(r: &'a Resolved, flows: Vec<FlowSpec>, seed: u64) -> Result<LabRun<'a>, RunError> {
         let topo = &r.topology;
-        let t = &r.transport;
         let mut net = SimNet::new(seed);
-        for (i, h) in topo.hosts.iter().enumerate() {
-            let mut dc = DeviceConfig::new(host_mac(i), host_ip(i).into());
-            dc.congestion.ecn = t.ecn;
-            dc.congestion.rp = t.cc.clone();
-            dc.congestion.line_bps = h.link.rate_bps;
-            dc.congestion.np.min_time_between_cnps =
-                Duration::from_nanos(t.min_time_between_cnps_ns);
-            let idx = net.add_host(dc).map_err(transport_err)?;
-            debug_assert_eq!(idx, i);
-            let id = net.hosts[idx].host;
-            net.fabric
-                .set_tx_ring(id, Some(NIC_RING_FRAMES * MAX_FRAME));
-        }
-        let scfg = switch_config(r);
-        let switch_of: Vec<SwitchId> = topo
-            .switches
-            .iter()
-            .map(|_| net.fabric.add_switch_with(scfg))
-            .collect::<Result<_, _>>()
-            .map_err(fabric_err)?;
-        let link_cfg = |l: &super::config::LinkSpec| LinkConfig {
-            rate_bps: l.rate_bps,
-            delay: Duration::from_nanos(l.delay_ns),
-            ..LinkConfig::default()
-        };
-        let egress_cfg = |l: &super::config::LinkSpec| LinkConfig {
-            queue_bytes: r.switch.port_buffer_bytes.map(|b| b as usize),
-            ecn: r.switch.red,
-            ..link_cfg(l)
-        };
-        // Each switch's hosts in host order, then the switch links.
-        for (i, h) in topo.hosts.iter().enumerate() {
-            let link = net
-                .connect_to_switch(i, switch_of[h.switch], link_cfg(&h.link))
-                .map_err(fabric_err)?;
-            net.fabric
-                .set_link_config(link.b_to_a, egress_cfg(&h.link))
-                .map_err(fabric_err)?;
-        }
-        let mut links = Vec::new();
-        for l in &topo.links {
-            let link = net
-                .fabric
-                .connect_switches(switch_of[l.a], switch_of[l.b], egress_cfg(&l.link))
-                .map_err(fabric_err)?;
-            links.push(link);
-        }
-        // Egress ports of every switch, named by their peer.
-        let mut ports = Vec::new();
-        let mut channels = Vec::new();
-        for (si, &sw) in switch_of.iter().enumerate() {
-            for p in net.fabric.switch_ports(sw) {
-                channels.push(p.egress);
-                if matches!(p.peer, fabric::Endpoint::Host(_)) {
-                    channels.push(p.ingress);
-                }
-                ports.push(PortInfo {
-                    name: format!(
-                        "{}:{}->{}",
-                        topo.switches[si].name,
-                        p.port,
-                        endpoint_name(topo, p.peer, false)
-                    ),
-                    switch: si,
-                    port: p.port,
-                    egress: p.egress,
-                });
-            }
-        }
-        for route in &r.routes {
-            let sw = switch_of[route.switch];
-            let mut via = Vec::new();
-            for hop in &route.via {
-                for p in net.fabric.switch_ports(sw) {
-                    let to = match (hop, p.peer) {
-                        (NextHop::Switch(s), fabric::Endpoint::Switch { switch, .. }) => {
-                            switch == switch_of[*s]
-                        }
-                        (NextHop::Host(h), fabric::Endpoint::Host(id)) => id.index() == *h,
-                        _ => false,
-                    };
-                    if to {
-                        via.push(p.port);
-                    }
-                }
-            }
-            let dst = net.hosts[route.dst].host;
-            net.fabric.set_route(sw, dst, &via).map_err(fabric_err)?;
-        }
-
-        let mut res = Vec::new();
-        let msg = t.message_bytes as usize;
-        for h in net.hosts.iter_mut() {
-            let d = &mut h.dev;
-            let pd = d.alloc_pd();
-            let cq = d.create_cq(1 << 20).map_err(transport_err)?;
-            let mut reg = |access| {
-                d.reg_mr(MrSpec {
-                    pd,
-                    len: msg,
-                    access,
-                    addr: None,
-                    key: None,
-                })
-            };
-            let src = reg(Access::LOCAL_WRITE).map_err(transport_err)?;
-            let dst = reg(Access::LOCAL_WRITE | Access::REMOTE_WRITE).map_err(transport_err)?;
-            res.push(HostRes { pd, cq, src, dst });
-        }
-        let mtu = Mtu::from_bytes(topo.mtu)
-            .ok_or_else(|| RunError::Transport(format!("{} is not a path MTU", topo.mtu)))?;
-        let pkts = (t.message_bytes as u64).div_ceil(u64::from(topo.mtu)) as u32;
-        let qp_cfg = QpConfig {
-            max_inflight: t
-                .window
-                .saturating_mul(pkts)
-                .max(QpConfig::default().max_inflight),
-            ..QpConfig::default()
-        };
-        let caps = QpCaps {
-            max_send_wr: t.window,
-            max_recv_wr: 1,
-            max_send_sge: 1,
-            max_recv_sge: 1,
-            max_inline_data: 0,
-            config: Some(qp_cfg),
-            ..QpCaps::default()
-        };
-        let params = ConnectParams {
-            mtu,
-            timeout: t.timeout,
-            retry_cnt: t.retry_cnt,
-            traffic_class: t.traffic_class,
-            ..ConnectParams::default()
-        };
+        add_hosts(&mut net, r)?;
+        let (switch_of, links) = add_switches_and_links(&mut net, r)?;
+        let (ports, channels) = egress_ports(&net, topo, &switch_of);
+        set_routes(&mut net, r, &switch_of)?;
+        let res = host_resources(&mut net, r.transport.message_bytes as usize)?;
+        let (caps, params) = qp_settings(r)?;
         let nflows = flows.len();
         let nhosts = topo.hosts.len();
-        let mut dependants = vec![Vec::new(); flows.len()];
-        for f in &flows {
-            for &a in &f.after {
-                dependants[a].push(f.id);
-            }
-        }
-        let flows = flows
-            .into_iter()
-            .map(|spec| FlowState {
-                waiting_for: spec.after.len(),
-                spec,
-                started: None,
-                qpn: 0,
-                posted: 0,
-                completed: 0,
-                outstanding: 0,
-                done: None,
-                dead: false,
-                over: false,
-                at_half: 0,
-                at_end: 0,
-                at_sample: 0,
-                errors: 0,
-            })
-            .collect();
+        let (flows, dependants) = flow_states(flows);
         Ok(LabRun {
             r,
             net,
@@ -817,7 +891,7 @@ impl<'a> LabRun<'a> {
         let rs = Duration::from_nanos(r.rate_sample_ns.max(1));
         // Which queues to record.
         self.record = match &r.queues {
-            super::config::QueueSelect::Ports(list) => self
+            super::resolve::QueueSelect::Ports(list) => self
                 .ports
                 .iter()
                 .enumerate()
@@ -929,21 +1003,13 @@ impl<'a> LabRun<'a> {
                 stopped = Some("drain limit reached".to_string());
                 break;
             }
-            // A timer that stays due while nothing moves would hold time
-            // still: stop rather than spin.
-            if t <= now {
-                same_instant += 1;
-                if same_instant > 1_000_000 {
-                    stopped = Some(format!(
-                        "time does not advance at {}",
-                        Duration::from_nanos(now.as_nanos())
-                    ));
-                    break;
-                }
-            } else {
-                same_instant = 0;
+            if !self.net.advance_towards(t, &mut same_instant, 1_000_000) {
+                stopped = Some(format!(
+                    "time does not advance at {}",
+                    Duration::from_nanos(now.as_nanos())
+                ));
+                break;
             }
-            self.net.fabric.advance_to(t.max(now));
         }
         if !end_done {
             for f in &mut self.flows {
@@ -954,32 +1020,25 @@ impl<'a> LabRun<'a> {
         Ok(self.summarise(drained, stopped, wall_s))
     }
 
-    fn summarise(
-        mut self,
-        drained: bool,
-        stopped: Option<String>,
-        wall_s: f64,
-    ) -> (RunSummary, RunSeries) {
+    /// Every flow's results, and what the summary adds up from them.
+    fn flow_results(&self) -> FlowFigures {
         let r = self.r;
         let topo = &r.topology;
-        let dur_s = r.duration_ns as f64 / 1e9;
         let second_s = (r.duration_ns - r.duration_ns / 2) as f64 / 1e9;
-        let mut flows_out = Vec::new();
-        let mut fct = Vec::new();
-        let mut long = Vec::new();
         let nworkloads = self
             .flows
             .iter()
             .map(|f| f.spec.workload + 1)
             .max()
             .unwrap_or(0);
-        let mut wl_bytes = vec![0u64; nworkloads];
-        let mut totals = QpCounters::default();
-        for h in &self.net.hosts {
-            totals.add(&h.dev.counters());
-        }
+        let mut out = FlowFigures {
+            flows: Vec::new(),
+            fct: Vec::new(),
+            long: Vec::new(),
+            workload_bytes: vec![0u64; nworkloads],
+        };
         for f in &self.flows {
-            wl_bytes[f.spec.workload] += f.at_end;
+            out.workload_bytes[f.spec.workload] += f.at_end;
             let c = (f.started.is_some())
                 .then(|| self.net.hosts[f.spec.src].dev.qp_counters(f.qpn).copied())
                 .flatten()
@@ -996,7 +1055,7 @@ impl<'a> LabRun<'a> {
                 _ => None,
             };
             if let (Some(b), Some(t), Some(i)) = (f.spec.bytes, fct_ns, ideal) {
-                fct.push(FctSample {
+                out.fct.push(FctSample {
                     bytes: b,
                     fct_ns: t,
                     ideal_ns: i,
@@ -1005,9 +1064,9 @@ impl<'a> LabRun<'a> {
             let goodput = (f.spec.bytes.is_none() && f.started.is_some())
                 .then(|| (f.at_end - f.at_half) as f64 * 8.0 / second_s);
             if let Some(g) = goodput {
-                long.push(g);
+                out.long.push(g);
             }
-            flows_out.push(FlowResult {
+            out.flows.push(FlowResult {
                 id: f.spec.id,
                 src: f.spec.src,
                 dst: f.spec.dst,
@@ -1024,7 +1083,12 @@ impl<'a> LabRun<'a> {
                 errors: f.errors,
             });
         }
-        // The hottest queue.
+        out
+    }
+
+    /// The hottest recorded queue (highest p99, then max): its name, its
+    /// figures over the run and over the second half.
+    fn hot_queue(&self) -> Option<(String, QueueSummary, QueueSummary)> {
         let stats = |s: &[u32]| {
             let mut v: Vec<u64> = s.iter().map(|&x| u64::from(x)).collect();
             v.sort_unstable();
@@ -1037,7 +1101,7 @@ impl<'a> LabRun<'a> {
         let half_at = self
             .series
             .queue_times
-            .partition_point(|&t| t < r.duration_ns / 2);
+            .partition_point(|&t| t < self.r.duration_ns / 2);
         let mut hot: Option<(String, QueueSummary, QueueSummary)> = None;
         for (name, s) in &self.series.queues {
             let q = stats(s);
@@ -1048,27 +1112,35 @@ impl<'a> LabRun<'a> {
                 hot = Some((name.clone(), q, stats(&s[half_at.min(s.len())..])));
             }
         }
+        hot
+    }
+
+    /// ECN marks and drops, summed over the switches' ports.
+    fn switch_figures(&self) -> SwitchFigures {
         let fabric = &self.net.fabric;
-        let mut ecn_marked = 0;
-        let (mut egress, mut down, mut shared, mut headroom, mut no_route) = (0, 0, 0, 0, 0);
+        let mut f = SwitchFigures::default();
         for p in &self.ports {
             let c = fabric.link_counters(p.egress);
-            ecn_marked += c.ecn_marked;
-            egress += c.dropped_queue;
-            down += c.dropped_down;
+            f.ecn_marked += c.ecn_marked;
+            f.egress += c.dropped_queue;
+            f.down += c.dropped_down;
         }
-        let mut by_priority = [0u64; 8];
         for &s in &self.switch_of {
             let c = fabric.switch_counters(s);
-            for (sum, n) in by_priority.iter_mut().zip(c.buffer_drops_by_priority) {
+            for (sum, n) in f.by_priority.iter_mut().zip(c.buffer_drops_by_priority) {
                 *sum += n;
             }
-            shared += c.dropped_shared_buffer;
-            headroom += c.dropped_headroom;
-            no_route += c.dropped_no_route;
+            f.shared += c.dropped_shared_buffer;
+            f.headroom += c.dropped_headroom;
+            f.no_route += c.dropped_no_route;
         }
+        f
+    }
+
+    /// The link directions that were paused, most paused first.
+    fn paused_links(&self) -> Vec<PauseSummary> {
+        let fabric = &self.net.fabric;
         let mut paused_links = Vec::new();
-        let (pfc_frames, paused_ns) = self.pause_totals();
         for &ch in &self.channels {
             let ns = self.paused_ns(ch);
             if ns > 0 {
@@ -1080,7 +1152,29 @@ impl<'a> LabRun<'a> {
             }
         }
         paused_links.sort_by_key(|p| std::cmp::Reverse(p.paused_ns));
+        paused_links
+    }
+
+    fn summarise(
+        mut self,
+        drained: bool,
+        stopped: Option<String>,
+        wall_s: f64,
+    ) -> (RunSummary, RunSeries) {
+        let r = self.r;
+        let dur_s = r.duration_ns as f64 / 1e9;
+        let mut totals = QpCounters::default();
+        for h in &self.net.hosts {
+            totals.add(&h.dev.counters());
+        }
+        let flows = self.flow_results();
+        let hot = self.hot_queue();
+        let sw = self.switch_figures();
+        let (pfc_frames, paused_ns) = self.pause_totals();
+        let paused_links = self.paused_links();
+        let fabric = &self.net.fabric;
         let events = fabric.events_processed();
+        let long = &flows.long;
         let summary = RunSummary {
             name: String::new(),
             duration_ns: r.duration_ns,
@@ -1102,22 +1196,26 @@ impl<'a> LabRun<'a> {
                 })
                 .count(),
             long_goodput_bps: long.iter().sum(),
-            long_jain: (!long.is_empty()).then(|| jain_index(&long)),
-            workload_goodput_bps: wl_bytes.iter().map(|&b| b as f64 * 8.0 / dur_s).collect(),
-            fct: slowdown_by_bucket(&fct),
+            long_jain: (!long.is_empty()).then(|| jain_index(long)),
+            workload_goodput_bps: flows
+                .workload_bytes
+                .iter()
+                .map(|&b| b as f64 * 8.0 / dur_s)
+                .collect(),
+            fct: slowdown_by_bucket(&flows.fct),
             hot_port: hot.as_ref().map(|(n, _, _)| n.clone()),
             queue: hot.as_ref().map(|h| h.1).unwrap_or_default(),
             queue_second_half: hot.as_ref().map(|h| h.2).unwrap_or_default(),
-            ecn_marked,
+            ecn_marked: sw.ecn_marked,
             cnp_sent: totals.np_cnp_sent,
             cnp_handled: totals.rp_cnp_handled,
-            drops: egress + down + shared + headroom + no_route,
-            drops_shared_buffer: shared,
-            drops_headroom: headroom,
-            drops_egress: egress,
-            drops_link_down: down,
-            drops_no_route: no_route,
-            drops_by_priority: by_priority,
+            drops: sw.egress + sw.down + sw.shared + sw.headroom + sw.no_route,
+            drops_shared_buffer: sw.shared,
+            drops_headroom: sw.headroom,
+            drops_egress: sw.egress,
+            drops_link_down: sw.down,
+            drops_no_route: sw.no_route,
+            drops_by_priority: sw.by_priority,
             pfc_frames,
             paused_ns,
             paused_links,
@@ -1133,7 +1231,7 @@ impl<'a> LabRun<'a> {
             wall_s,
             events_per_s: events as f64 / wall_s.max(1e-9),
         };
-        self.series.flows = flows_out;
+        self.series.flows = flows.flows;
         (summary, self.series)
     }
 

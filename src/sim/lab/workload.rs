@@ -187,6 +187,245 @@ fn duration_ns(cfg: &LabConfig) -> Result<u64, KeyError> {
     }
 }
 
+/// One `[[workload]]` being checked: its table, its number and the
+/// topology its host names are looked up in.
+struct Check<'a> {
+    cfg: &'a LabConfig,
+    w: &'a WorkloadConfig,
+    i: usize,
+    topo: &'a TopologySpec,
+}
+
+impl Check<'_> {
+    fn key(&self, k: &str) -> String {
+        format!("workload.{}.{k}", self.i)
+    }
+
+    /// Every key given is one its kind takes.
+    fn known_keys(&self) -> Result<(), KeyError> {
+        let w = self.w;
+        let allowed = keys_of(w.kind);
+        if let Some((k, _)) = given(w).iter().find(|(k, g)| *g && !allowed.contains(k)) {
+            return Err(KeyError::new(
+                self.key(k),
+                format!(
+                    "is not a key of {} workloads (they take {})",
+                    w.kind.name(),
+                    allowed.join(", ")
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The hosts of key `k` (value `v`, or the group `default` when the
+    /// topology has it): at least one.
+    fn hosts(
+        &self,
+        k: &str,
+        v: &Option<Names>,
+        default: Option<&str>,
+    ) -> Result<Vec<usize>, KeyError> {
+        let topo = self.topo;
+        let list = match (v, default) {
+            (Some(n), _) => n.0.clone(),
+            (None, Some(d)) if topo.groups.contains_key(d) => vec![d.to_string()],
+            (None, Some(d)) => {
+                return Err(KeyError::new(
+                    self.key(k),
+                    format!("is required (the topology has no group {d:?})"),
+                ))
+            }
+            (None, None) => return Err(KeyError::new(self.key(k), "is required")),
+        };
+        let h = topo
+            .hosts_named(&list)
+            .map_err(|e| KeyError::new(self.key(k), e))?;
+        if h.is_empty() {
+            return Err(KeyError::new(self.key(k), "has no hosts"));
+        }
+        Ok(h)
+    }
+
+    /// `start_us` and `stop_us`, in nanoseconds, within the posting phase
+    /// of `duration` ns.
+    fn window(&self, duration: u64) -> Result<(u64, u64), KeyError> {
+        let (w, cfg) = (self.w, self.cfg);
+        let start = us(
+            &self.key("start_us"),
+            w.start_us.unwrap_or(0.0),
+            MAX_DURATION_NS,
+        )?;
+        if start >= duration {
+            return Err(KeyError::new(
+                self.key("start_us"),
+                format!(
+                    "{} is not before the end of the posting phase (duration_us = {})",
+                    w.start_us.unwrap_or(0.0),
+                    cfg.duration_us
+                ),
+            ));
+        }
+        let stop = match w.stop_us {
+            None => duration,
+            Some(v) => {
+                let s = us(&self.key("stop_us"), v, MAX_DURATION_NS)?;
+                if s <= start || s > duration {
+                    return Err(KeyError::new(
+                        self.key("stop_us"),
+                        format!(
+                            "{v} is not after start_us and at most duration_us ({})",
+                            cfg.duration_us
+                        ),
+                    ));
+                }
+                s
+            }
+        };
+        Ok((start, stop))
+    }
+
+    /// `size_kb` in bytes, above 0.
+    fn size(&self) -> Result<u64, KeyError> {
+        let v = self
+            .w
+            .size_kb
+            .ok_or_else(|| KeyError::new(self.key("size_kb"), "is required"))?;
+        match kb(&self.key("size_kb"), v)? {
+            0 => Err(KeyError::new(
+                self.key("size_kb"),
+                format!("{v} is not above 0"),
+            )),
+            b => Ok(b),
+        }
+    }
+
+    /// The hosts of `hosts` (default: all), at least two.
+    fn at_least_two(&self) -> Result<Vec<usize>, KeyError> {
+        let h = self.hosts("hosts", &self.w.hosts, Some("all"))?;
+        if h.len() < 2 {
+            return Err(KeyError::new(
+                self.key("hosts"),
+                format!("{} workloads need at least 2 hosts", self.w.kind.name()),
+            ));
+        }
+        Ok(h)
+    }
+
+    /// A `long` workload and its number of flows.
+    fn long(&self, start: u64, stop: u64) -> Result<(Plan, u64), KeyError> {
+        let from = self.hosts("from", &self.w.from, None)?;
+        let to = self.hosts("to", &self.w.to, None)?;
+        let mut in_to = vec![false; self.topo.hosts.len()];
+        for &d in &to {
+            in_to[d] = true;
+        }
+        let same = from.iter().filter(|&&s| in_to[s]).count() as u64;
+        let flows = from.len() as u64 * to.len() as u64 - same;
+        if flows == 0 {
+            return Err(KeyError::new(
+                self.key("to"),
+                "makes no flows: from and to are the same one host",
+            ));
+        }
+        let plan = Plan::Long {
+            from,
+            to,
+            start,
+            stop,
+        };
+        Ok((plan, flows))
+    }
+
+    /// An `incast` workload and its number of flows.
+    fn incast(&self, start: u64, duration: u64) -> Result<(Plan, u64), KeyError> {
+        let w = self.w;
+        let to = self.hosts("to", &w.to, Some("receiver"))?;
+        let [to] = to[..] else {
+            return Err(KeyError::new(
+                self.key("to"),
+                format!("names {} hosts; an incast has one receiver", to.len()),
+            ));
+        };
+        let mut senders = self.hosts("senders", &w.senders, Some("senders"))?;
+        senders.retain(|&s| s != to);
+        if senders.is_empty() {
+            return Err(KeyError::new(
+                self.key("senders"),
+                "has no hosts but the receiver",
+            ));
+        }
+        let bytes = self.size()?;
+        if w.count == Some(0) {
+            return Err(KeyError::new(self.key("count"), "must be at least 1"));
+        }
+        let (every, rounds) = match w.repeat_us {
+            None if w.count.unwrap_or(1) > 1 => {
+                return Err(KeyError::new(
+                    self.key("count"),
+                    "repeats need repeat_us (the time between them)",
+                ))
+            }
+            None => (0, 1),
+            Some(v) => {
+                let every = us(&self.key("repeat_us"), v, MAX_DURATION_NS)?;
+                if every == 0 {
+                    return Err(KeyError::new(self.key("repeat_us"), "must be above 0"));
+                }
+                let fit = (duration - start - 1) / every + 1;
+                (every, w.count.map_or(fit, |c| c.min(fit)))
+            }
+        };
+        let flows = senders.len() as u64 * rounds;
+        let plan = Plan::Incast {
+            senders,
+            to,
+            bytes,
+            start,
+            every,
+            rounds,
+        };
+        Ok((plan, flows))
+    }
+
+    /// A `cdf` workload and the most flows it makes.
+    fn cdf(&self, start: u64, stop: u64) -> Result<(Plan, u64), KeyError> {
+        let w = self.w;
+        let hosts = self.at_least_two()?;
+        let file = w
+            .file
+            .as_ref()
+            .ok_or_else(|| KeyError::new(self.key("file"), "is required"))?;
+        let cdf =
+            Cdf::load(&self.cfg.dir.join(file)).map_err(|e| KeyError::new(self.key("file"), e))?;
+        let load = w
+            .load
+            .ok_or_else(|| KeyError::new(self.key("load"), "is required"))?;
+        if !(load > 0.0 && load <= 1.0) {
+            return Err(KeyError::new(
+                self.key("load"),
+                format!("{load} is outside (0, 1]"),
+            ));
+        }
+        let max_flows = w.max_flows.unwrap_or(DEFAULT_MAX_FLOWS);
+        if !(1..=MAX_FLOWS).contains(&max_flows) {
+            return Err(KeyError::new(
+                self.key("max_flows"),
+                format!("{max_flows} is outside 1..={MAX_FLOWS}"),
+            ));
+        }
+        let plan = Plan::Cdf {
+            hosts,
+            cdf,
+            load,
+            start,
+            stop,
+            max_flows,
+        };
+        Ok((plan, max_flows))
+    }
+}
+
 fn prepare(
     cfg: &LabConfig,
     i: usize,
@@ -194,163 +433,16 @@ fn prepare(
     duration: u64,
 ) -> Result<Prepared, KeyError> {
     let w = &cfg.workloads[i];
-    let key = |k: &str| format!("workload.{i}.{k}");
-    let allowed = keys_of(w.kind);
-    if let Some((k, _)) = given(w).iter().find(|(k, g)| *g && !allowed.contains(k)) {
-        return Err(KeyError::new(
-            key(k),
-            format!(
-                "is not a key of {} workloads (they take {})",
-                w.kind.name(),
-                allowed.join(", ")
-            ),
-        ));
-    }
-    let hosts = |k: &str, v: &Option<Names>, default: Option<&str>| {
-        let list = match (v, default) {
-            (Some(n), _) => n.0.clone(),
-            (None, Some(d)) if topo.groups.contains_key(d) => vec![d.to_string()],
-            (None, Some(d)) => {
-                return Err(KeyError::new(
-                    key(k),
-                    format!("is required (the topology has no group {d:?})"),
-                ))
-            }
-            (None, None) => return Err(KeyError::new(key(k), "is required")),
-        };
-        let h = topo
-            .hosts_named(&list)
-            .map_err(|e| KeyError::new(key(k), e))?;
-        if h.is_empty() {
-            return Err(KeyError::new(key(k), "has no hosts"));
-        }
-        Ok(h)
-    };
-    let start = us(&key("start_us"), w.start_us.unwrap_or(0.0), MAX_DURATION_NS)?;
-    if start >= duration {
-        return Err(KeyError::new(
-            key("start_us"),
-            format!(
-                "{} is not before the end of the posting phase (duration_us = {})",
-                w.start_us.unwrap_or(0.0),
-                cfg.duration_us
-            ),
-        ));
-    }
-    let stop = match w.stop_us {
-        None => duration,
-        Some(v) => {
-            let s = us(&key("stop_us"), v, MAX_DURATION_NS)?;
-            if s <= start || s > duration {
-                return Err(KeyError::new(
-                    key("stop_us"),
-                    format!(
-                        "{v} is not after start_us and at most duration_us ({})",
-                        cfg.duration_us
-                    ),
-                ));
-            }
-            s
-        }
-    };
-    let size = || {
-        let v = w
-            .size_kb
-            .ok_or_else(|| KeyError::new(key("size_kb"), "is required"))?;
-        match kb(&key("size_kb"), v)? {
-            0 => Err(KeyError::new(key("size_kb"), format!("{v} is not above 0"))),
-            b => Ok(b),
-        }
-    };
-    let at_least_two = |h: Vec<usize>, k: &str| {
-        if h.len() < 2 {
-            return Err(KeyError::new(
-                key(k),
-                format!("{} workloads need at least 2 hosts", w.kind.name()),
-            ));
-        }
-        Ok(h)
-    };
+    let c = Check { cfg, w, i, topo };
+    c.known_keys()?;
+    let (start, stop) = c.window(duration)?;
     let (plan, flows) = match w.kind {
-        WorkloadKind::Long => {
-            let from = hosts("from", &w.from, None)?;
-            let to = hosts("to", &w.to, None)?;
-            let mut in_to = vec![false; topo.hosts.len()];
-            for &d in &to {
-                in_to[d] = true;
-            }
-            let same = from.iter().filter(|&&s| in_to[s]).count() as u64;
-            let flows = from.len() as u64 * to.len() as u64 - same;
-            if flows == 0 {
-                return Err(KeyError::new(
-                    key("to"),
-                    "makes no flows: from and to are the same one host",
-                ));
-            }
-            (
-                Plan::Long {
-                    from,
-                    to,
-                    start,
-                    stop,
-                },
-                flows,
-            )
-        }
-        WorkloadKind::Incast => {
-            let to = hosts("to", &w.to, Some("receiver"))?;
-            let [to] = to[..] else {
-                return Err(KeyError::new(
-                    key("to"),
-                    format!("names {} hosts; an incast has one receiver", to.len()),
-                ));
-            };
-            let mut senders = hosts("senders", &w.senders, Some("senders"))?;
-            senders.retain(|&s| s != to);
-            if senders.is_empty() {
-                return Err(KeyError::new(
-                    key("senders"),
-                    "has no hosts but the receiver",
-                ));
-            }
-            let bytes = size()?;
-            if w.count == Some(0) {
-                return Err(KeyError::new(key("count"), "must be at least 1"));
-            }
-            let (every, rounds) = match w.repeat_us {
-                None if w.count.unwrap_or(1) > 1 => {
-                    return Err(KeyError::new(
-                        key("count"),
-                        "repeats need repeat_us (the time between them)",
-                    ))
-                }
-                None => (0, 1),
-                Some(v) => {
-                    let every = us(&key("repeat_us"), v, MAX_DURATION_NS)?;
-                    if every == 0 {
-                        return Err(KeyError::new(key("repeat_us"), "must be above 0"));
-                    }
-                    let fit = (duration - start - 1) / every + 1;
-                    (every, w.count.map_or(fit, |c| c.min(fit)))
-                }
-            };
-            let flows = senders.len() as u64 * rounds;
-            (
-                Plan::Incast {
-                    senders,
-                    to,
-                    bytes,
-                    start,
-                    every,
-                    rounds,
-                },
-                flows,
-            )
-        }
+        WorkloadKind::Long => c.long(start, stop)?,
+        WorkloadKind::Incast => c.incast(start, duration)?,
         WorkloadKind::AllToAll => {
-            let hosts = at_least_two(hosts("hosts", &w.hosts, Some("all"))?, "hosts")?;
+            let hosts = c.at_least_two()?;
             let n = hosts.len() as u64;
-            let bytes = size()?;
+            let bytes = c.size()?;
             (
                 Plan::AllToAll {
                     hosts,
@@ -361,9 +453,9 @@ fn prepare(
             )
         }
         WorkloadKind::Allreduce => {
-            let hosts = at_least_two(hosts("hosts", &w.hosts, Some("all"))?, "hosts")?;
+            let hosts = c.at_least_two()?;
             let n = hosts.len() as u64;
-            let chunk = size()?.div_ceil(n);
+            let chunk = c.size()?.div_ceil(n);
             (
                 Plan::Allreduce {
                     hosts,
@@ -373,41 +465,7 @@ fn prepare(
                 n * 2 * (n - 1),
             )
         }
-        WorkloadKind::Cdf => {
-            let hosts = at_least_two(hosts("hosts", &w.hosts, Some("all"))?, "hosts")?;
-            let file = w
-                .file
-                .as_ref()
-                .ok_or_else(|| KeyError::new(key("file"), "is required"))?;
-            let cdf = Cdf::load(&cfg.dir.join(file)).map_err(|e| KeyError::new(key("file"), e))?;
-            let load = w
-                .load
-                .ok_or_else(|| KeyError::new(key("load"), "is required"))?;
-            if !(load > 0.0 && load <= 1.0) {
-                return Err(KeyError::new(
-                    key("load"),
-                    format!("{load} is outside (0, 1]"),
-                ));
-            }
-            let max_flows = w.max_flows.unwrap_or(DEFAULT_MAX_FLOWS);
-            if !(1..=MAX_FLOWS).contains(&max_flows) {
-                return Err(KeyError::new(
-                    key("max_flows"),
-                    format!("{max_flows} is outside 1..={MAX_FLOWS}"),
-                ));
-            }
-            (
-                Plan::Cdf {
-                    hosts,
-                    cdf,
-                    load,
-                    start,
-                    stop,
-                    max_flows,
-                },
-                max_flows,
-            )
-        }
+        WorkloadKind::Cdf => c.cdf(start, stop)?,
     };
     Ok(Prepared {
         plan,

@@ -33,6 +33,7 @@
 
 use crate::backend::{Backend, Burst, FrameBuf};
 use crate::host::pump::pump_with;
+use crate::sim::stats::{median, percentile};
 use crate::time::{Clock, Duration, Instant};
 use crate::transport::connect::{connect_qp, ConnectParams};
 use crate::transport::{
@@ -853,28 +854,6 @@ pub fn copy_crc<C: Clock>(
         secs: took.as_secs_f64(),
         retransmitted: 0,
         complete: n >= count,
-    }
-}
-
-/// Nearest-rank percentile `p` (0..=100) of sorted samples.
-pub fn percentile(sorted: &[u64], p: f64) -> u64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
     }
 }
 

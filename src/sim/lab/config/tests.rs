@@ -1,4 +1,6 @@
 use super::*;
+use crate::sim::lab::plan::*;
+use crate::sim::lab::resolve::*;
 use crate::sim::lab::workload;
 use std::path::Path;
 

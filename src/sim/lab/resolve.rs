@@ -1,0 +1,539 @@
+//! The resolved description of one run of `ferroce lab`: what a runner
+//! builds from an experiment ([`LabConfig::resolve`]). This module owns
+//! the checks of every value of the file and their resolved form (the
+//! topology as indices, rates in bits per second, times in nanoseconds,
+//! sizes in bytes); the workloads are checked by [`super::workload`].
+
+use super::config::{
+    kb, scaled, us, KeyError, LabConfig, LabConfigError, NextHop, PortRef, QueueChoice,
+    SwitchConfig, TopologySpec, TransportConfig, MAX_DURATION_NS, MAX_SAMPLES,
+};
+use super::workload;
+use crate::backend::fabric::RedConfig;
+use crate::cc::CcConfig;
+use crate::sim::defaults::{default_cnp_interval, default_red, MAX_MESSAGE, MAX_WINDOW};
+use serde::Serialize;
+use std::path::Path;
+
+/// The resolved description of one run: what a runner builds.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Resolved {
+    pub duration_ns: u64,
+    /// The longest the run may drain; `None`: the runner's choice.
+    pub drain_limit_ns: Option<u64>,
+    pub queue_sample_ns: u64,
+    pub rate_sample_ns: u64,
+    pub topology: TopologySpec,
+    pub switch: SwitchParams,
+    pub transport: TransportParams,
+    /// Static routes, in file order (a group destination gives one per
+    /// host).
+    pub routes: Vec<RouteSpec>,
+    /// Link state changes, in time order (file order at equal times).
+    pub link_events: Vec<LinkEventSpec>,
+    pub queues: QueueSelect,
+    /// The most flows the workloads can make (what the flow limit is
+    /// checked against).
+    pub flows_bound: u64,
+}
+
+/// Every switch's settings, resolved.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SwitchParams {
+    /// Shared buffer per switch; `None`: unbounded.
+    pub buffer_bytes: Option<u64>,
+    /// Drop-tail cap per egress port for lossy classes; `None`: none.
+    pub port_buffer_bytes: Option<u64>,
+    /// Per priority: bytes per ingress port admitted past a full buffer.
+    pub reserved_bytes: [u64; 8],
+    pub strict_priorities: Vec<u8>,
+    /// ECN marking; `None`: none.
+    pub red: Option<RedConfig>,
+    /// PFC; `None`: lossy.
+    pub pfc: Option<PfcSpec>,
+}
+
+/// PFC thresholds, resolved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PfcSpec {
+    /// The lossless priorities, ascending.
+    pub priorities: Vec<u8>,
+    pub xoff_bytes: u64,
+    pub xon_bytes: u64,
+    pub headroom_bytes: u64,
+    pub quanta: u16,
+}
+
+/// Every device's transport settings, resolved.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TransportParams {
+    pub cc: CcConfig,
+    pub ecn: bool,
+    pub traffic_class: u8,
+    pub priority: u8,
+    pub cnp_priority: u8,
+    pub min_time_between_cnps_ns: u64,
+    pub message_bytes: u32,
+    pub window: u32,
+    pub timeout: u8,
+    pub retry_cnt: u8,
+}
+
+/// A static route: at `switch`, frames for host `dst` leave towards
+/// `via` (spread over them when several).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RouteSpec {
+    pub switch: usize,
+    pub dst: usize,
+    pub via: Vec<NextHop>,
+}
+
+/// A link state change at `at_ns`: the `nth` link between switches `a`
+/// and `b` (`link`, its index in [`TopologySpec::links`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct LinkEventSpec {
+    pub at_ns: u64,
+    pub a: usize,
+    pub b: usize,
+    pub nth: usize,
+    pub link: usize,
+    pub up: bool,
+}
+
+/// Which switch egress queues to record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub enum QueueSelect {
+    /// The ports the runner finds hot (their queue exceeded Kmin).
+    Bottleneck,
+    All,
+    Ports(Vec<PortRef>),
+}
+
+impl LabConfig {
+    /// Checks every value and resolves the run's description.
+    pub fn resolve(&self) -> Result<Resolved, LabConfigError> {
+        self.resolve_checked().map_err(|e| self.invalid(e))
+    }
+
+    fn resolve_checked(&self) -> Result<Resolved, KeyError> {
+        if self.name.trim().is_empty() {
+            return Err(KeyError::new("name", "must not be empty"));
+        }
+        let duration_ns = us("duration_us", self.duration_us, MAX_DURATION_NS)?;
+        if duration_ns == 0 {
+            return Err(KeyError::new("duration_us", "must be above 0"));
+        }
+        let drain_limit_ns = self
+            .drain_limit_us
+            .map(|v| us("drain_limit_us", v, MAX_DURATION_NS))
+            .transpose()?;
+        let queue_sample_ns = scaled("queue_sample_ns", self.queue_sample_ns, 1.0, duration_ns)?;
+        let rate_sample_ns = us("rate_sample_us", self.rate_sample_us, duration_ns)?;
+        for (key, every) in [
+            ("queue_sample_ns", queue_sample_ns),
+            ("rate_sample_us", rate_sample_ns),
+        ] {
+            if every == 0 {
+                return Err(KeyError::new(key, "must be above 0"));
+            }
+            let n = duration_ns / every;
+            if n > MAX_SAMPLES {
+                return Err(KeyError::new(
+                    key,
+                    format!(
+                        "{n} samples over duration_us is above the limit of {MAX_SAMPLES}: \
+                         sample less often"
+                    ),
+                ));
+            }
+        }
+        let topology = TopologySpec::build(&self.topology)?;
+        let host_rate = self
+            .topology
+            .host_link
+            .resolve("topology.host_link")?
+            .rate_bps;
+        let switch = self.switch.resolve(host_rate)?;
+        let transport = self.transport.resolve(&self.dir)?;
+        let flows_bound = workload::check(self, &topology)?;
+        let routes = self.resolve_routes(&topology)?;
+        let link_events = self.resolve_link_events(&topology)?;
+        let queues = resolve_queues(&self.output.queues, &topology)?;
+        Ok(Resolved {
+            duration_ns,
+            drain_limit_ns,
+            queue_sample_ns,
+            rate_sample_ns,
+            topology,
+            switch,
+            transport,
+            routes,
+            link_events,
+            queues,
+            flows_bound,
+        })
+    }
+
+    fn resolve_routes(&self, topo: &TopologySpec) -> Result<Vec<RouteSpec>, KeyError> {
+        let mut out = Vec::new();
+        for (i, r) in self.routes.iter().enumerate() {
+            let key = |k: &str| format!("route.{i}.{k}");
+            let switch = topo
+                .switch_index(&r.switch)
+                .ok_or_else(|| KeyError::new(key("switch"), no_switch(topo, &r.switch)))?;
+            let dsts = topo
+                .hosts_named(std::slice::from_ref(&r.dst))
+                .map_err(|e| KeyError::new(key("dst"), e))?;
+            if r.via.0.is_empty() {
+                return Err(KeyError::new(key("via"), "needs at least one next hop"));
+            }
+            for dst in dsts {
+                let mut via = Vec::new();
+                for name in &r.via.0 {
+                    let hop = if let Some(s) = topo.switch_index(name) {
+                        if topo.links_between(switch, s).is_empty() {
+                            return Err(KeyError::new(
+                                key("via"),
+                                format!("{name} is not linked to {}", r.switch),
+                            ));
+                        }
+                        NextHop::Switch(s)
+                    } else if let Some(h) = topo.host_index(name) {
+                        if h != dst || topo.hosts[h].switch != switch {
+                            return Err(KeyError::new(
+                                key("via"),
+                                format!(
+                                    "host {name} can only be the next hop of a route to \
+                                     itself, at its own switch"
+                                ),
+                            ));
+                        }
+                        NextHop::Host(h)
+                    } else {
+                        return Err(KeyError::new(
+                            key("via"),
+                            format!("no switch or host is named {name:?}"),
+                        ));
+                    };
+                    if !via.contains(&hop) {
+                        via.push(hop);
+                    }
+                }
+                out.push(RouteSpec { switch, dst, via });
+            }
+        }
+        Ok(out)
+    }
+
+    fn resolve_link_events(&self, topo: &TopologySpec) -> Result<Vec<LinkEventSpec>, KeyError> {
+        let mut out = Vec::with_capacity(self.link_events.len());
+        for (i, e) in self.link_events.iter().enumerate() {
+            let key = |k: &str| format!("link_event.{i}.{k}");
+            let at_ns = us(&key("at_us"), e.at_us, MAX_DURATION_NS)?;
+            let end = |name: &str, k: &str| {
+                topo.switch_index(name).ok_or_else(|| {
+                    let msg = if topo.host_index(name).is_some() {
+                        format!("{name} is a host: link events act on switch-to-switch links")
+                    } else {
+                        no_switch(topo, name)
+                    };
+                    KeyError::new(key(k), msg)
+                })
+            };
+            let a = end(&e.link.a, "link.a")?;
+            let b = end(&e.link.b, "link.b")?;
+            let links = topo.links_between(a, b);
+            let Some(&link) = links.get(e.link.index) else {
+                return Err(KeyError::new(
+                    key("link.index"),
+                    format!(
+                        "{} and {} have {} link(s) between them, so no link {}",
+                        e.link.a,
+                        e.link.b,
+                        links.len(),
+                        e.link.index
+                    ),
+                ));
+            };
+            out.push(LinkEventSpec {
+                at_ns,
+                a,
+                b,
+                nth: e.link.index,
+                link,
+                up: e.up,
+            });
+        }
+        out.sort_by_key(|e| e.at_ns);
+        Ok(out)
+    }
+}
+
+fn no_switch(topo: &TopologySpec, name: &str) -> String {
+    let names: Vec<&str> = topo
+        .switches
+        .iter()
+        .take(8)
+        .map(|s| s.name.as_str())
+        .collect();
+    let more = if topo.switches.len() > 8 { ", ..." } else { "" };
+    format!(
+        "no switch is named {name:?} (there are {}{more})",
+        names.join(", ")
+    )
+}
+
+fn resolve_queues(q: &QueueChoice, topo: &TopologySpec) -> Result<QueueSelect, KeyError> {
+    match q {
+        QueueChoice::Named(s) if s == "bottleneck" => Ok(QueueSelect::Bottleneck),
+        QueueChoice::Named(s) if s == "all" => Ok(QueueSelect::All),
+        QueueChoice::Named(s) => Err(KeyError::new(
+            "output.queues",
+            format!("{s:?} is not \"bottleneck\", \"all\" or a list of \"switch:port\""),
+        )),
+        QueueChoice::Ports(list) => {
+            let mut out = Vec::with_capacity(list.len());
+            for p in list {
+                let r = topo
+                    .port_named(p)
+                    .map_err(|e| KeyError::new("output.queues", e))?;
+                if !out.contains(&r) {
+                    out.push(r);
+                }
+            }
+            Ok(QueueSelect::Ports(out))
+        }
+    }
+}
+
+/// `priorities`, checked to be 802.1p priorities (0..=7) without repeats.
+fn priorities(key: &str, p: &[u8]) -> Result<Vec<u8>, KeyError> {
+    let mut seen = [false; 8];
+    for &x in p {
+        if x > 7 {
+            return Err(KeyError::new(key, format!("priority {x} is outside 0..=7")));
+        }
+        if std::mem::replace(&mut seen[usize::from(x)], true) {
+            return Err(KeyError::new(key, format!("priority {x} is listed twice")));
+        }
+    }
+    Ok(p.to_vec())
+}
+
+impl SwitchConfig {
+    /// Resolved, with ECN defaults for hosts linked at `host_rate_bps`.
+    fn resolve(&self, host_rate_bps: u64) -> Result<SwitchParams, KeyError> {
+        let buffer_bytes = match self.buffer_kb {
+            Some(v) => {
+                let b = kb("switch.buffer_kb", v)?;
+                if b == 0 {
+                    return Err(KeyError::new(
+                        "switch.buffer_kb",
+                        "must be above 0 (leave it out for an unbounded buffer)",
+                    ));
+                }
+                Some(b)
+            }
+            None => None,
+        };
+        let port_buffer_bytes = match kb("switch.port_buffer_kb", self.port_buffer_kb)? {
+            0 => None,
+            b => Some(b),
+        };
+        if let (Some(p), Some(b)) = (port_buffer_bytes, buffer_bytes) {
+            if p > b {
+                return Err(KeyError::new(
+                    "switch.port_buffer_kb",
+                    format!("{} KB is above switch.buffer_kb", p as f64 / 1e3),
+                ));
+            }
+        }
+        let mut reserved_bytes = [0; 8];
+        for (out, &v) in reserved_bytes.iter_mut().zip(&self.reserved_kb) {
+            *out = kb("switch.reserved_kb", v)?;
+        }
+        let strict_priorities = priorities("switch.strict_priorities", &self.strict_priorities)?;
+        let red = match &self.ecn {
+            Some(e) if e.enabled => {
+                let d = default_red(host_rate_bps);
+                let kmin = match e.kmin_kb {
+                    Some(v) => kb("switch.ecn.kmin_kb", v)?,
+                    None => d.kmin_bytes as u64,
+                };
+                let kmax = match e.kmax_kb {
+                    Some(v) => kb("switch.ecn.kmax_kb", v)?,
+                    None => d.kmax_bytes as u64,
+                };
+                if kmin > kmax {
+                    return Err(KeyError::new(
+                        "switch.ecn.kmin_kb",
+                        format!(
+                            "{} KB is above kmax_kb ({} KB)",
+                            kmin as f64 / 1e3,
+                            kmax as f64 / 1e3
+                        ),
+                    ));
+                }
+                if !(0.0..=1.0).contains(&e.pmax) {
+                    return Err(KeyError::new(
+                        "switch.ecn.pmax",
+                        format!("{} is not a probability in [0, 1]", e.pmax),
+                    ));
+                }
+                Some(RedConfig {
+                    kmin_bytes: usize::try_from(kmin).unwrap_or(usize::MAX),
+                    kmax_bytes: usize::try_from(kmax).unwrap_or(usize::MAX),
+                    pmax: e.pmax,
+                    at_dequeue: e.at_dequeue,
+                })
+            }
+            _ => None,
+        };
+        let pfc = match &self.pfc {
+            Some(p) if p.enabled => {
+                let mut prios = priorities("switch.pfc.priorities", &p.priorities)?;
+                if prios.is_empty() {
+                    return Err(KeyError::new(
+                        "switch.pfc.priorities",
+                        "needs at least one priority (or enabled = false)",
+                    ));
+                }
+                prios.sort_unstable();
+                let xoff = kb("switch.pfc.xoff_kb", p.xoff_kb)?;
+                let xon = kb("switch.pfc.xon_kb", p.xon_kb)?;
+                let headroom = kb("switch.pfc.headroom_kb", p.headroom_kb)?;
+                if xoff == 0 {
+                    return Err(KeyError::new("switch.pfc.xoff_kb", "must be above 0"));
+                }
+                if xon > xoff {
+                    return Err(KeyError::new(
+                        "switch.pfc.xon_kb",
+                        format!("{} is above xoff_kb ({})", p.xon_kb, p.xoff_kb),
+                    ));
+                }
+                let quanta = u16::try_from(p.quanta)
+                    .ok()
+                    .filter(|&q| q > 0)
+                    .ok_or_else(|| {
+                        KeyError::new(
+                            "switch.pfc.quanta",
+                            format!("{} is outside 1..=65535", p.quanta),
+                        )
+                    })?;
+                if let Some(b) = buffer_bytes {
+                    if xoff + headroom > b {
+                        return Err(KeyError::new(
+                            "switch.pfc.xoff_kb",
+                            format!(
+                                "xoff_kb + headroom_kb ({} KB) is above switch.buffer_kb ({} KB)",
+                                (xoff + headroom) as f64 / 1e3,
+                                b as f64 / 1e3
+                            ),
+                        ));
+                    }
+                }
+                Some(PfcSpec {
+                    priorities: prios,
+                    xoff_bytes: xoff,
+                    xon_bytes: xon,
+                    headroom_bytes: headroom,
+                    quanta,
+                })
+            }
+            _ => None,
+        };
+        Ok(SwitchParams {
+            buffer_bytes,
+            port_buffer_bytes,
+            reserved_bytes,
+            strict_priorities,
+            red,
+            pfc,
+        })
+    }
+}
+
+impl TransportConfig {
+    /// Resolved; a relative rate-control file is looked for in `dir`
+    /// first.
+    fn resolve(&self, dir: &Path) -> Result<TransportParams, KeyError> {
+        let cc = rate_control(&self.cc, dir)?;
+        let min_time_between_cnps_ns = match self.min_time_between_cnps_us {
+            Some(v) => us("transport.min_time_between_cnps_us", v, MAX_DURATION_NS)?,
+            None => default_cnp_interval(&cc).as_nanos(),
+        };
+        let message = kb("transport.message_kb", self.message_kb)?;
+        let message_bytes = u32::try_from(message)
+            .ok()
+            .filter(|&m| (1..=MAX_MESSAGE).contains(&m))
+            .ok_or_else(|| {
+                KeyError::new(
+                    "transport.message_kb",
+                    format!(
+                        "{} is outside 0.001..={}",
+                        self.message_kb,
+                        f64::from(MAX_MESSAGE) / 1e3
+                    ),
+                )
+            })?;
+        if !(1..=MAX_WINDOW).contains(&self.window) {
+            return Err(KeyError::new(
+                "transport.window",
+                format!("{} is outside 1..={MAX_WINDOW}", self.window),
+            ));
+        }
+        if !(1..=31).contains(&self.timeout) {
+            return Err(KeyError::new(
+                "transport.timeout",
+                format!("{} is outside 1..=31", self.timeout),
+            ));
+        }
+        if self.retry_cnt > 7 {
+            return Err(KeyError::new(
+                "transport.retry_cnt",
+                format!("{} is outside 0..=7", self.retry_cnt),
+            ));
+        }
+        for (key, p) in [
+            ("transport.priority", self.priority),
+            ("transport.cnp_priority", self.cnp_priority),
+        ] {
+            if p > 7 {
+                return Err(KeyError::new(key, format!("{p} is outside 0..=7")));
+            }
+        }
+        Ok(TransportParams {
+            cc,
+            ecn: self.ecn,
+            traffic_class: self.traffic_class,
+            priority: self.priority,
+            cnp_priority: self.cnp_priority,
+            min_time_between_cnps_ns,
+            message_bytes,
+            window: self.window,
+            timeout: self.timeout,
+            retry_cnt: self.retry_cnt,
+        })
+    }
+}
+
+/// The rate control `s` names, or the one its parameter file holds
+/// (relative to `dir` when the file is there).
+pub(crate) fn rate_control(s: &str, dir: &Path) -> Result<CcConfig, KeyError> {
+    let t = s.trim();
+    let mut name = t.to_string();
+    if t.ends_with(".toml") && Path::new(t).is_relative() {
+        let p = dir.join(t);
+        if p.is_file() {
+            name = p.to_string_lossy().into_owned();
+        }
+    }
+    match CcConfig::by_name_or_file(&name) {
+        Some(Ok(c)) => Ok(c),
+        Some(Err(e)) => Err(KeyError::new("transport.cc", e.to_string())),
+        None => Err(KeyError::new(
+            "transport.cc",
+            format!("{s:?} is none of none, dcqcn-cx, dcqcn-paper or a .toml parameter file"),
+        )),
+    }
+}
