@@ -18,9 +18,8 @@
 //! vlan_pcp = 3                # its priority (PCP), default 0
 //! ```
 
-#![allow(missing_docs)]
 #![deny(unsafe_code)]
-
+#![allow(missing_docs)] // documented in a later commit
 use crate::cc::CcConfig;
 use crate::dpdk::{Device, EalOptions, MempoolOptions, PortOptions};
 use serde::Deserialize;

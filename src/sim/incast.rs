@@ -63,7 +63,7 @@
 //! [`TraceRecord::CSV_HEADER`]: every rate decision of every sender).
 
 #![deny(unsafe_code)]
-
+#![allow(missing_docs)] // documented in a later commit
 use crate::backend::fabric::{
     serialization_time, ChannelId, LinkConfig, LinkCounters, RedConfig, SimError,
 };

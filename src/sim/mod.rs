@@ -7,7 +7,6 @@
 //! what the runs share (default settings and limits; percentiles, the
 //! median, fairness).
 
-#![allow(missing_docs)]
 #![deny(unsafe_code)]
 
 pub mod cli;

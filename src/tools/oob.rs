@@ -20,6 +20,7 @@
 //! then per QP the [`perftest::Keys`] (108 bytes, with the GID); later
 //! synchronisations repeat the keys, and the end is `"done"`.
 
+#![allow(missing_docs)] // documented in a later commit
 use crate::wire::gid::{ip_of, Gid};
 use core::fmt;
 

@@ -89,7 +89,7 @@
 //! [`Error::Stopped`].
 
 #![deny(unsafe_code)]
-
+#![allow(missing_docs)] // documented in a later commit
 use crate::backend::Backend;
 use crate::time::Duration;
 use crate::transport::{self, CqId};

@@ -45,9 +45,8 @@
 //! is resolved from its GID (ARP for IPv4, Neighbor Discovery for IPv6)
 //! when the QP moves to RTR.
 
-#![allow(missing_docs)]
 #![deny(unsafe_code)]
-
+#![allow(missing_docs)] // documented in a later commit
 use crate::backend::{Backend, Burst};
 use crate::host::Host;
 pub mod lcore;

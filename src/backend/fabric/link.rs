@@ -2,6 +2,7 @@
 //! counters ([`LinkCounters`]). Its egress queue is
 //! [`EgressQueue`](super::EgressQueue).
 
+#![allow(missing_docs)] // documented in a later commit
 use std::fmt;
 
 use super::sched::PRIORITIES;

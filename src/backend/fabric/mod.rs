@@ -202,9 +202,8 @@
 //! corruption) into a classic pcap [`pcap::Writer`], stamped with the
 //! virtual time in nanoseconds since the epoch of the capture file.
 
-#![allow(missing_docs)]
 #![deny(unsafe_code)]
-
+#![allow(missing_docs)] // documented in a later commit
 use std::collections::VecDeque;
 use std::fmt;
 use std::io::Write;

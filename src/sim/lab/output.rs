@@ -9,7 +9,7 @@
 //! Every error names the path it concerns.
 
 #![deny(unsafe_code)]
-
+#![allow(missing_docs)] // documented in a later commit
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use std::fmt::{self, Display, Write as _};
 use std::fs::File;

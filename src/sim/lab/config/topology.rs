@@ -2,6 +2,7 @@
 //! index, host groups, and the lookups by name that the rest of the
 //! description uses.
 
+#![allow(missing_docs)] // documented in a later commit
 use super::{
     gbps, us, KeyError, PortRef, TopologyConfig, TopologyKind, MAX_DELAY_NS, MAX_HOSTS, MAX_LINKS,
     MAX_SWITCHES,
