@@ -1,9 +1,138 @@
-//! The module rules of DESIGN.md, checked on the source: `unsafe` only in
-//! the DPDK module and each use justified; the protocol core (wire,
-//! transport, cc) free of clocks, backends and DPDK; backends free of the
-//! transport.
+//! The house rules of `ARCHITECTURE.md`, checked on the source so the
+//! layout cannot drift back:
+//!
+//! - `unsafe` only in the DPDK module, each use justified by a
+//!   `// SAFETY:` line;
+//! - the layers point one way (time → wire → cc → transport → host →
+//!   verbs → tools → bin; backend and dpdk to the side; sim beside verbs):
+//!   [`NEVER`] lists, per folder, what it must not import, and the binary
+//!   imports only tools, sim and config;
+//! - the sans-IO core reads no clock and starts no thread;
+//! - sizes: no file over 1,500 lines but test files, no function over 150
+//!   lines outside tests, the binary's `main.rs` at most 600 lines.
+//!
+//! The checker is plain functions over (path, text) pairs; its own tests
+//! below feed it deliberate bad imports and long functions and expect it to
+//! refuse them.
 
 use std::path::{Path, PathBuf};
+
+/// Per layer (a folder or file under `src/`, `bin` for `src/bin/`), the
+/// crate modules it must never import.
+const NEVER: &[(&str, &[&str])] = &[
+    (
+        "time",
+        &[
+            "wire",
+            "cc",
+            "pcap",
+            "transport",
+            "backend",
+            "dpdk",
+            "host",
+            "verbs",
+            "sim",
+            "tools",
+            "config",
+        ],
+    ),
+    (
+        "wire",
+        &[
+            "cc",
+            "pcap",
+            "transport",
+            "backend",
+            "dpdk",
+            "host",
+            "verbs",
+            "sim",
+            "tools",
+            "config",
+        ],
+    ),
+    (
+        "cc",
+        &[
+            "wire",
+            "pcap",
+            "transport",
+            "backend",
+            "dpdk",
+            "host",
+            "verbs",
+            "sim",
+            "tools",
+            "config",
+        ],
+    ),
+    (
+        "pcap",
+        &[
+            "cc",
+            "transport",
+            "backend",
+            "dpdk",
+            "host",
+            "verbs",
+            "sim",
+            "tools",
+            "config",
+        ],
+    ),
+    (
+        "transport",
+        &[
+            "pcap", "backend", "dpdk", "host", "verbs", "sim", "tools", "config",
+        ],
+    ),
+    (
+        "backend",
+        &[
+            "cc",
+            "transport",
+            "dpdk",
+            "host",
+            "verbs",
+            "sim",
+            "tools",
+            "config",
+        ],
+    ),
+    (
+        "dpdk",
+        &[
+            "cc",
+            "pcap",
+            "transport",
+            "host",
+            "verbs",
+            "sim",
+            "tools",
+            "config",
+        ],
+    ),
+    ("host", &["dpdk", "verbs", "sim", "tools", "config"]),
+    ("verbs", &["dpdk", "sim", "tools", "config"]),
+    ("sim", &["tools", "dpdk"]),
+    ("config", &["tools", "sim", "verbs", "host"]),
+];
+
+/// What the binary may import from the library: nothing else.
+const BIN_MAY_USE: &[&str] = &["tools", "sim", "config"];
+
+/// Per layer, the parts of `std` it must not use: the protocol core is
+/// driven with an explicit `now` and runs on its caller's thread.
+const NEVER_STD: &[(&str, &[&str])] = &[
+    ("time", &["std::time"]),
+    ("wire", &["std::time", "std::thread"]),
+    ("cc", &["std::time", "std::thread"]),
+    ("transport", &["std::time", "std::thread"]),
+];
+
+const MAX_FILE_LINES: usize = 1500;
+const MAX_FN_LINES: usize = 150;
+const MAX_MAIN_LINES: usize = 600;
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for e in std::fs::read_dir(dir).unwrap() {
@@ -16,10 +145,12 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// Every source file under `src/`, as (path from the repository root, text).
 fn sources() -> Vec<(String, String)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
     rust_files(&root.join("src"), &mut files);
+    files.sort();
     files
         .into_iter()
         .map(|p| {
@@ -29,6 +160,188 @@ fn sources() -> Vec<(String, String)> {
             )
         })
         .collect()
+}
+
+/// The layer a source file belongs to: its first folder (or file stem)
+/// under `src/`, `bin` for the binary, `None` for `lib.rs`.
+fn layer_of(path: &str) -> Option<&str> {
+    let rest = path.strip_prefix("src/")?;
+    let first = rest.split('/').next()?;
+    let first = first.strip_suffix(".rs").unwrap_or(first);
+    (first != "lib").then_some(first)
+}
+
+/// The source without comments (docs may name any module).
+fn code(text: &str) -> String {
+    text.lines()
+        .map(|l| l.split("//").next().unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The crate modules `code` names through `prefix` (`crate` or, in the
+/// binary, `ferroce`): `prefix::NAME` and each top-level name of a
+/// `prefix::{A, b::C}` group.
+fn imported_modules(code: &str, prefix: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let pat = format!("{prefix}::");
+    let mut at = 0;
+    while let Some(i) = code[at..].find(&pat) {
+        let start = at + i;
+        at = start + pat.len();
+        // A whole path segment only: not `my_crate::`.
+        let before = code[..start].chars().next_back();
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+            continue;
+        }
+        let rest = &code[at..];
+        if let Some(group) = rest.strip_prefix('{') {
+            let mut depth = 0;
+            let mut name = String::new();
+            let mut expect_name = true;
+            for c in group.chars() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => break,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => expect_name = true,
+                    c if depth == 0 && expect_name && (c.is_alphanumeric() || c == '_') => {
+                        name.push(c)
+                    }
+                    _ if depth == 0 && expect_name && !name.is_empty() => {
+                        out.push(std::mem::take(&mut name));
+                        expect_name = false;
+                    }
+                    _ => {}
+                }
+            }
+            if !name.is_empty() {
+                out.push(name);
+            }
+        } else {
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            out.push(name);
+        }
+    }
+    out
+}
+
+/// Every import that breaks the layer rules, as `path: layer imports X`.
+fn import_violations(files: &[(String, String)]) -> Vec<String> {
+    let mut bad = Vec::new();
+    for (path, text) in files {
+        let Some(layer) = layer_of(path) else {
+            continue;
+        };
+        let code = code(text);
+        if layer == "bin" {
+            for m in imported_modules(&code, "ferroce") {
+                if !BIN_MAY_USE.contains(&m.as_str()) {
+                    bad.push(format!("{path}: the binary imports ferroce::{m}"));
+                }
+            }
+            continue;
+        }
+        let never = NEVER
+            .iter()
+            .find(|(l, _)| *l == layer)
+            .map_or(&[][..], |(_, n)| *n);
+        for m in imported_modules(&code, "crate") {
+            if never.contains(&m.as_str()) {
+                bad.push(format!("{path}: {layer} imports crate::{m}"));
+            }
+        }
+        let never_std = NEVER_STD
+            .iter()
+            .find(|(l, _)| *l == layer)
+            .map_or(&[][..], |(_, n)| *n);
+        for s in never_std {
+            if code.contains(s) {
+                bad.push(format!("{path}: {layer} uses {s}"));
+            }
+        }
+    }
+    bad
+}
+
+/// Whether a file holds tests only (`tests.rs`, `*_tests.rs`).
+fn is_test_file(path: &str) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    name == "tests.rs" || name.ends_with("_tests.rs")
+}
+
+/// Functions longer than [`MAX_FN_LINES`] outside `#[cfg(test)]` modules,
+/// as (first line, length, signature).
+fn long_functions(text: &str) -> Vec<(usize, usize, String)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let indent = |l: &str| l.len() - l.trim_start().len();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let line = lines[i];
+        let t = line.trim_start();
+        // Skip a test module whole.
+        if t.starts_with("#[cfg(test)]") {
+            let mut j = i + 1;
+            while j < lines.len() && lines[j].trim_start().starts_with("#[") {
+                j += 1;
+            }
+            if j < lines.len() && lines[j].trim_start().starts_with("mod ") {
+                let close = format!("{}}}", &line[..indent(line)]);
+                while j < lines.len() && lines[j] != close {
+                    j += 1;
+                }
+                i = j + 1;
+                continue;
+            }
+        }
+        let sig = t
+            .trim_start_matches("pub(crate) ")
+            .trim_start_matches("pub(super) ")
+            .trim_start_matches("pub ")
+            .trim_start_matches("const ")
+            .trim_start_matches("async ")
+            .trim_start_matches("unsafe ")
+            .trim_start_matches("extern \"C\" ");
+        if sig.starts_with("fn ") && !line.trim_end().ends_with(';') {
+            let close = format!("{}}}", &line[..indent(line)]);
+            let end = (i..lines.len()).find(|&j| lines[j] == close || (j == i && t.ends_with('}')));
+            if let Some(end) = end {
+                let n = end - i + 1;
+                if n > MAX_FN_LINES {
+                    out.push((i + 1, n, t.to_string()));
+                }
+            }
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Files and functions over the size limits.
+fn size_violations(files: &[(String, String)]) -> Vec<String> {
+    let mut bad = Vec::new();
+    for (path, text) in files {
+        let n = text.lines().count();
+        if n > MAX_FILE_LINES && !is_test_file(path) {
+            bad.push(format!("{path}: {n} lines (at most {MAX_FILE_LINES})"));
+        }
+        if path == "src/bin/ferroce/main.rs" && n > MAX_MAIN_LINES {
+            bad.push(format!("{path}: {n} lines (at most {MAX_MAIN_LINES})"));
+        }
+        if is_test_file(path) {
+            continue;
+        }
+        for (line, len, sig) in long_functions(text) {
+            bad.push(format!(
+                "{path}:{line}: a function of {len} lines (at most {MAX_FN_LINES}): {sig}"
+            ));
+        }
+    }
+    bad
 }
 
 /// Lines of code (comments dropped) that use the `unsafe` keyword.
@@ -78,43 +391,6 @@ fn unsafe_lives_only_in_the_dpdk_module_and_is_justified() {
     );
 }
 
-/// The source without comments (docs may name other modules).
-fn code(text: &str) -> String {
-    text.lines()
-        .map(|l| l.split("//").next().unwrap_or(""))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-#[test]
-fn the_protocol_core_imports_no_clock_backend_or_dpdk() {
-    for (path, text) in sources() {
-        let text = code(&text);
-        let core = ["src/wire", "src/transport", "src/cc"]
-            .iter()
-            .any(|m| path.starts_with(m));
-        if core {
-            for banned in [
-                "std::time",
-                "crate::backend",
-                "crate::dpdk",
-                "crate::engine",
-                "std::thread",
-            ] {
-                assert!(!text.contains(banned), "{path} uses {banned}");
-            }
-        }
-        if path.starts_with("src/backend") {
-            for banned in ["crate::transport", "crate::dpdk", "crate::engine"] {
-                assert!(!text.contains(banned), "{path} uses {banned}");
-            }
-        }
-        if path.starts_with("src/time") {
-            assert!(!text.contains("std::time"), "{path} uses std::time");
-        }
-    }
-}
-
 #[test]
 fn every_module_but_dpdk_denies_unsafe() {
     let lib = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/lib.rs")).unwrap();
@@ -122,4 +398,133 @@ fn every_module_but_dpdk_denies_unsafe() {
     let dpdk =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/dpdk/mod.rs")).unwrap();
     assert!(dpdk.contains("#![allow(unsafe_code)]"));
+}
+
+#[test]
+fn every_layer_imports_only_what_is_below_it() {
+    let bad = import_violations(&sources());
+    assert!(bad.is_empty(), "layer rules broken:\n{}", bad.join("\n"));
+}
+
+#[test]
+fn every_source_file_belongs_to_a_known_layer() {
+    let known: Vec<&str> = NEVER
+        .iter()
+        .map(|(l, _)| *l)
+        .chain(["tools", "bin"])
+        .collect();
+    for (path, _) in sources() {
+        if let Some(layer) = layer_of(&path) {
+            assert!(
+                known.contains(&layer),
+                "{path}: layer {layer} has no rules in tests/layering.rs"
+            );
+        }
+    }
+}
+
+#[test]
+fn no_file_or_function_is_over_the_size_limits() {
+    let bad = size_violations(&sources());
+    assert!(bad.is_empty(), "over the size limits:\n{}", bad.join("\n"));
+}
+
+#[test]
+fn there_is_no_engine_folder_and_the_binary_lives_in_src_bin() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    assert!(!root.join("src/engine").exists());
+    assert!(!root.join("src/main.rs").exists());
+    assert!(root.join("src/bin/ferroce/main.rs").exists());
+    assert!(root.join("ARCHITECTURE.md").exists());
+}
+
+// ----- the checker refuses what it should -----
+
+fn one(path: &str, text: &str) -> Vec<(String, String)> {
+    vec![(path.to_string(), text.to_string())]
+}
+
+#[test]
+fn the_checker_refuses_a_deliberate_bad_import() {
+    // verbs must never name DPDK (its pinning is injected).
+    let bad = import_violations(&one("src/verbs/x.rs", "use crate::dpdk::Eal;\n"));
+    assert_eq!(bad, ["src/verbs/x.rs: verbs imports crate::dpdk"]);
+    // config never imports tools, also inside a group.
+    let bad = import_violations(&one(
+        "src/config.rs",
+        "use crate::{transport::Mtu, tools::probe::OVERHEAD};\n",
+    ));
+    assert_eq!(bad, ["src/config.rs: config imports crate::tools"]);
+    // The binary imports tools, sim and config only.
+    let bad = import_violations(&one(
+        "src/bin/ferroce/main.rs",
+        "use ferroce::tools::decode;\nuse ferroce::wire::Frame;\n",
+    ));
+    assert_eq!(
+        bad,
+        ["src/bin/ferroce/main.rs: the binary imports ferroce::wire"]
+    );
+    // Below never imports above: the transport and a backend.
+    let bad = import_violations(&one(
+        "src/transport/qp.rs",
+        "fn f() { crate::host::pump::MAX_FRAME; }",
+    ));
+    assert_eq!(bad, ["src/transport/qp.rs: transport imports crate::host"]);
+    let bad = import_violations(&one(
+        "src/backend/fabric/x.rs",
+        "use crate::transport::Device;",
+    ));
+    assert_eq!(
+        bad,
+        ["src/backend/fabric/x.rs: backend imports crate::transport"]
+    );
+    // The sim never reaches for the tools.
+    let bad = import_violations(&one("src/sim/lab/x.rs", "use crate::tools::probe;"));
+    assert_eq!(bad, ["src/sim/lab/x.rs: sim imports crate::tools"]);
+    // The core reads no clock.
+    let bad = import_violations(&one(
+        "src/transport/x.rs",
+        "let t = std::time::Instant::now();",
+    ));
+    assert_eq!(bad, ["src/transport/x.rs: transport uses std::time"]);
+}
+
+#[test]
+fn the_checker_lets_comments_and_allowed_imports_pass() {
+    let ok = "//! See [`crate::dpdk::Eal`] for how it is pinned.\n\
+              use crate::host::Host; // not crate::tools\n\
+              use crate::{transport::Device, wire::MacAddr};\n\
+              use other_crate::tools::X;\n";
+    assert!(import_violations(&one("src/verbs/x.rs", ok)).is_empty());
+    assert!(import_violations(&one("src/tools/x.rs", "use crate::dpdk::Port;")).is_empty());
+}
+
+#[test]
+fn the_checker_refuses_long_functions_and_files() {
+    let body = |n: usize| "    let _ = 1;\n".repeat(n);
+    // 1 signature + 149 body + 1 closing brace = 151 lines.
+    let long = format!("pub fn f() {{\n{}}}\n", body(149));
+    let bad = size_violations(&one("src/wire/x.rs", &long));
+    assert_eq!(bad.len(), 1, "{bad:?}");
+    assert!(bad[0].contains("a function of 151 lines"), "{bad:?}");
+    let fits = format!("fn f() {{\n{}}}\n", body(148));
+    assert!(size_violations(&one("src/wire/x.rs", &fits)).is_empty());
+    // Methods count too; tests do not.
+    let method = format!("impl A {{\n    fn g(&self) {{\n{}    }}\n}}\n", body(160));
+    assert_eq!(size_violations(&one("src/wire/x.rs", &method)).len(), 1);
+    let test = format!(
+        "#[cfg(test)]\nmod tests {{\n    fn g() {{\n{}    }}\n}}\n",
+        body(160)
+    );
+    assert!(size_violations(&one("src/wire/x.rs", &test)).is_empty());
+    // A file of 1,501 lines, unless it holds tests.
+    let big = "const A: u8 = 0;\n".repeat(1501);
+    assert_eq!(size_violations(&one("src/wire/x.rs", &big)).len(), 1);
+    assert!(size_violations(&one("src/wire/x_tests.rs", &big)).is_empty());
+    // The binary's main.rs stays thin.
+    let main = "const A: u8 = 0;\n".repeat(601);
+    assert_eq!(
+        size_violations(&one("src/bin/ferroce/main.rs", &main)).len(),
+        1
+    );
 }
