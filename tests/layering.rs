@@ -374,49 +374,56 @@ fn one(path: &str, text: &str) -> Vec<(String, String)> {
     vec![(path.to_string(), text.to_string())]
 }
 
-#[test]
-fn the_checker_refuses_a_deliberate_bad_import() {
+/// Deliberate bad imports, each with the one complaint it must draw.
+const BAD_IMPORTS: &[(&str, &str, &str)] = &[
     // verbs must never name DPDK (its pinning is injected).
-    let bad = import_violations(&one("src/verbs/x.rs", "use crate::dpdk::Eal;\n"));
-    assert_eq!(bad, ["src/verbs/x.rs: verbs imports crate::dpdk"]);
+    (
+        "src/verbs/x.rs",
+        "use crate::dpdk::Eal;\n",
+        "verbs imports crate::dpdk",
+    ),
     // config never imports tools, also inside a group.
-    let bad = import_violations(&one(
+    (
         "src/config.rs",
         "use crate::{transport::Mtu, tools::probe::OVERHEAD};\n",
-    ));
-    assert_eq!(bad, ["src/config.rs: config imports crate::tools"]);
+        "config imports crate::tools",
+    ),
     // The binary imports tools, sim and config only.
-    let bad = import_violations(&one(
+    (
         "src/bin/ferroce/main.rs",
         "use ferroce::tools::decode;\nuse ferroce::wire::Frame;\n",
-    ));
-    assert_eq!(
-        bad,
-        ["src/bin/ferroce/main.rs: the binary imports ferroce::wire"]
-    );
-    // Below never imports above: the transport and a backend.
-    let bad = import_violations(&one(
+        "the binary imports ferroce::wire",
+    ),
+    // Below never imports above: the transport, a backend, the sim.
+    (
         "src/transport/qp.rs",
         "fn f() { crate::host::pump::MAX_FRAME; }",
-    ));
-    assert_eq!(bad, ["src/transport/qp.rs: transport imports crate::host"]);
-    let bad = import_violations(&one(
+        "transport imports crate::host",
+    ),
+    (
         "src/backend/fabric/x.rs",
         "use crate::transport::Device;",
-    ));
-    assert_eq!(
-        bad,
-        ["src/backend/fabric/x.rs: backend imports crate::transport"]
-    );
-    // The sim never reaches for the tools.
-    let bad = import_violations(&one("src/sim/lab/x.rs", "use crate::tools::probe;"));
-    assert_eq!(bad, ["src/sim/lab/x.rs: sim imports crate::tools"]);
+        "backend imports crate::transport",
+    ),
+    (
+        "src/sim/lab/x.rs",
+        "use crate::tools::probe;",
+        "sim imports crate::tools",
+    ),
     // The core reads no clock.
-    let bad = import_violations(&one(
+    (
         "src/transport/x.rs",
         "let t = std::time::Instant::now();",
-    ));
-    assert_eq!(bad, ["src/transport/x.rs: transport uses std::time"]);
+        "transport uses std::time",
+    ),
+];
+
+#[test]
+fn the_checker_refuses_a_deliberate_bad_import() {
+    for (path, text, complaint) in BAD_IMPORTS {
+        let bad = import_violations(&one(path, text));
+        assert_eq!(bad, [format!("{path}: {complaint}")], "{text}");
+    }
 }
 
 #[test]
