@@ -80,8 +80,8 @@ pub struct PingpongReport {
     pub local: pingpong::Dest,
     /// The peer's address as received in the exchange.
     pub remote: pingpong::Dest,
-    /// Context-clock time from the first post to the last completion
-    /// (both ways, all `iters`).
+    /// Context-clock time of the ping-pong, from once the receives are
+    /// posted to the last completion (`iters` each way).
     pub elapsed: Duration,
     /// The QP's counters at the end, once the last ACK had 50 ms to leave.
     pub counters: QpCounters,

@@ -26,8 +26,8 @@ pub struct Probe {
     pub src_ip: Ipv4Addr,
     /// IPv4 destination address.
     pub dst_ip: Ipv4Addr,
-    /// Sending QP: the DETH source QP (low 24 bits) and, in its low 14
-    /// bits, the UDP source port `0xC000 | qp`.
+    /// Sending QP: the DETH source QP (its low 24 bits); its low 14 bits
+    /// also make the UDP source port (`0xC000 | qp`).
     pub src_qp: u32,
     /// The BTH destination QP.
     pub dest_qp: u32,

@@ -254,7 +254,7 @@ pub struct ContextConfig {
 impl ContextConfig {
     /// The defaults for a port with MAC `mac` and the one GID `ip`: frames
     /// up to [`crate::host::pump::MAX_FRAME`], heap regions, 16 READs or
-    /// atomics outstanding, ARP given 3 s, untagged.
+    /// atomics outstanding, 3 s to resolve a peer's MAC, untagged.
     pub fn new(mac: MacAddr, ip: IpAddr) -> ContextConfig {
         ContextConfig {
             mac,
