@@ -19,7 +19,6 @@
 //! ```
 
 #![deny(unsafe_code)]
-#![allow(missing_docs)] // documented in a later commit
 use crate::cc::CcConfig;
 use crate::dpdk::{Device, EalOptions, MempoolOptions, PortOptions};
 use serde::Deserialize;
@@ -30,12 +29,20 @@ use std::path::Path;
 /// experiment) cannot be read.
 #[derive(Debug, thiserror::Error)]
 pub enum FileError {
+    /// The file cannot be read.
     #[error("cannot read {path}: {error}")]
-    Read { path: String, error: std::io::Error },
+    Read {
+        /// The file, as given.
+        path: String,
+        /// What the read failed with.
+        error: std::io::Error,
+    },
     /// Not TOML, or not of the schema (the message has the line).
     #[error("{path}: {error}")]
     Parse {
+        /// The file, or whatever names the text.
         path: String,
+        /// The parser's error.
         error: Box<toml::de::Error>,
     },
 }
@@ -53,20 +60,31 @@ impl FileError {
 /// Why a config cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// The file cannot be read or parsed.
     #[error(transparent)]
     File(#[from] FileError),
+    /// The config parses but a value is out of range or inconsistent.
     #[error("{path}: {msg}")]
-    Invalid { path: String, msg: String },
+    Invalid {
+        /// The file, or whatever names the text.
+        path: String,
+        /// Which key, and what is wrong with it.
+        msg: String,
+    },
 }
 
 /// A whole config file.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
+    /// The `[eal]` table: how to start DPDK.
     pub eal: EalOptions,
+    /// The `[mempool]` table: the mbuf pool every port shares.
     pub mempool: MempoolOptions,
+    /// The `[[port]]` tables, in file order (none by default).
     #[serde(rename = "port")]
     pub ports: Vec<PortConfig>,
+    /// The `[linktest]` table: the probe stream of `ferroce linktest`.
     pub linktest: LinkTestConfig,
     /// The RC transport run of `ferroce demo`.
     pub rc: RcConfig,
@@ -88,8 +106,10 @@ pub struct CongestionTable {
     pub notification_point: bool,
     /// At most one CNP per QP per this many microseconds.
     pub min_time_between_cnps_us: u64,
-    /// DSCP (0..=63) and 802.1p priority (0..=7) of CNPs.
+    /// `cnp_dscp`: DSCP (0..=63) of CNPs; default 48 (CS6).
     pub cnp_dscp: u8,
+    /// `cnp_prio`: 802.1p priority (0..=7) of CNPs on a tagged port;
+    /// default 6.
     pub cnp_prio: u8,
     /// `none`, `dcqcn-cx`, `dcqcn-paper`, or a TOML file of parameters
     /// (`configs/dcqcn-cx.toml` is one).
@@ -255,16 +275,23 @@ pub struct PortConfig {
     /// CPU to pin this port's datapath thread to.
     #[serde(default)]
     pub core: Option<usize>,
+    /// `rx_queues`: receive queues to set up (at least 1); default 1.
     #[serde(default = "one")]
     pub rx_queues: u16,
+    /// `tx_queues`: transmit queues to set up (at least 1); default 1.
     #[serde(default = "one")]
     pub tx_queues: u16,
+    /// `rx_desc`: descriptors per receive queue; default 1024.
     #[serde(default = "desc")]
     pub rx_desc: u16,
+    /// `tx_desc`: descriptors per transmit queue; default 1024.
     #[serde(default = "desc")]
     pub tx_desc: u16,
+    /// `mtu`: L3 MTU in bytes to set (68..=9600); absent: keep the
+    /// device's.
     #[serde(default)]
     pub mtu: Option<u16>,
+    /// `promiscuous`: receive frames for any destination MAC; default true.
     #[serde(default = "yes")]
     pub promiscuous: bool,
     /// 802.1Q VLAN id of the port's RoCE, ARP and Neighbor Discovery
@@ -297,10 +324,13 @@ impl PortConfig {
             .map(|id| crate::transport::Vlan::new(id, self.vlan_pcp))
     }
 
+    /// The `device` string parsed: a ring link, a vdev or a PCI device.
     pub fn device(&self) -> Result<Device, crate::dpdk::InvalidOption> {
         Device::parse(&self.device)
     }
 
+    /// The queue, descriptor, MTU and promiscuity settings to open the
+    /// port with.
     pub fn options(&self) -> PortOptions {
         PortOptions {
             rx_queues: self.rx_queues,
@@ -339,6 +369,7 @@ impl Default for LinkTestConfig {
 }
 
 impl Config {
+    /// Reads, parses and checks the config file at `path`.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let (text, p) = read_text(path)?;
         Config::parse(&text, &p)
@@ -420,6 +451,7 @@ impl Config {
         Ok(())
     }
 
+    /// The `[[port]]` named `name`, if any.
     pub fn port(&self, name: &str) -> Option<&PortConfig> {
         self.ports.iter().find(|p| p.name == name)
     }

@@ -14,7 +14,6 @@
 //! `done`. The peer's MAC comes from ARP (the verbs context resolves the
 //! GID's address when the QP moves to RTR).
 
-#![allow(missing_docs)] // documented in a later commit
 use super::exchange::{random_psn, Channel};
 use crate::backend::Backend;
 use crate::time::Duration;
@@ -77,9 +76,14 @@ pub enum Role {
 /// What happened.
 #[derive(Debug, Clone)]
 pub struct PingpongReport {
+    /// Our QP's address as sent in the exchange (LID 0, QPN, first PSN, GID).
     pub local: pingpong::Dest,
+    /// The peer's address as received in the exchange.
     pub remote: pingpong::Dest,
+    /// Context-clock time of the ping-pong, from once the receives are
+    /// posted to the last completion (`iters` each way).
     pub elapsed: Duration,
+    /// The QP's counters at the end, once the last ACK had 50 ms to leave.
     pub counters: QpCounters,
     /// Messages received whose bytes were not all 0x7b.
     pub bad_payloads: u32,

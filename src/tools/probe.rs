@@ -3,7 +3,6 @@
 //! number, so a receiver can rebuild and compare every byte. The link tests
 //! and `ferroce demo` use them to prove a datapath end to end.
 
-#![allow(missing_docs)] // documented in a later commit
 use crate::wire::opcode::Op;
 use crate::wire::{frame, BthRepr, DethRepr, Ecn, FrameRepr, IpRepr, MacAddr, Opcode, Psn};
 use std::net::Ipv4Addr;
@@ -19,11 +18,18 @@ const PROBE_QKEY: u32 = 0x1111_1111;
 /// The addresses and size of a stream of probe frames.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Probe {
+    /// Ethernet source address of every probe.
     pub src_mac: [u8; 6],
+    /// Ethernet destination address of every probe.
     pub dst_mac: [u8; 6],
+    /// IPv4 source address.
     pub src_ip: Ipv4Addr,
+    /// IPv4 destination address.
     pub dst_ip: Ipv4Addr,
+    /// Sending QP: the DETH source QP (its low 24 bits); its low 14 bits
+    /// also make the UDP source port (`0xC000 | qp`).
     pub src_qp: u32,
+    /// The BTH destination QP.
     pub dest_qp: u32,
     /// Payload bytes (at least 8: the sequence number).
     pub payload: usize,
@@ -32,10 +38,23 @@ pub struct Probe {
 /// Why a received frame is not the expected probe.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ProbeError {
+    /// The frame (or the scratch buffer, or 0 if the probe could not be
+    /// built) is not the probe's length.
     #[error("frame of {got} bytes, expected {want}")]
-    Length { got: usize, want: usize },
+    Length {
+        /// Bytes found.
+        got: usize,
+        /// Bytes of the probe frame ([`Probe::frame_len`]).
+        want: usize,
+    },
+    /// The frame has the right length but a byte differs.
     #[error("frame differs from probe {seq} at byte {at}")]
-    Mismatch { seq: u64, at: usize },
+    Mismatch {
+        /// Sequence number of the expected probe.
+        seq: u64,
+        /// Offset of the first differing byte in the frame.
+        at: usize,
+    },
 }
 
 impl Probe {
@@ -64,6 +83,8 @@ impl Probe {
         r
     }
 
+    /// Bytes of every probe frame: headers, payload (at least 8), BTH pad
+    /// and ICRC; no FCS.
     pub fn frame_len(&self) -> usize {
         self.repr(0).frame_len(self.payload_len())
     }

@@ -89,7 +89,6 @@
 //! [`Error::Stopped`].
 
 #![deny(unsafe_code)]
-#![allow(missing_docs)] // documented in a later commit
 use crate::backend::Backend;
 use crate::time::Duration;
 use crate::transport::{self, CqId};
@@ -129,23 +128,31 @@ pub enum Error {
 #[derive(Debug, thiserror::Error)]
 #[error("{error}")]
 pub struct Refused<T> {
+    /// Why the call was refused.
     pub error: Error,
+    /// What was passed: the handle (still valid) or the work request.
     pub handle: T,
 }
 
 /// Which queue a refused post was for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WorkQueue {
+    /// The send queue (`post_send`).
     Send,
+    /// The receive queue (`post_recv`).
     Recv,
 }
 
 /// A post the transport refused on the datapath thread.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PostError {
+    /// The QP it was posted to.
     pub qp_num: u32,
+    /// The work request's `wr_id`.
     pub wr_id: u64,
+    /// Which of the QP's queues it was for.
     pub queue: WorkQueue,
+    /// Why the transport refused it.
     pub error: verbs::Error,
     /// Whether an error completion went to the QP's CQ ring for it.
     pub completed: bool,
@@ -161,8 +168,11 @@ pub enum Idle {
     /// command or a stop wakes it at once; frames arriving meanwhile wait
     /// at most that long).
     Backoff {
+        /// Idle rounds in a row spent spinning (default 64).
         spin: u32,
+        /// Idle rounds after those that yield the CPU (default 64).
         yields: u32,
+        /// Longest park per idle round after that (default 200 µs).
         park: Duration,
     },
 }
@@ -182,6 +192,8 @@ impl Default for Idle {
 pub struct LcoreConfig {
     /// The thread's name.
     pub name: String,
+    /// What the thread does in rounds that moved nothing (default
+    /// [`Idle::Backoff`]).
     pub idle: Idle,
     /// Room of the command ring (posts and control calls in flight).
     pub commands: usize,
@@ -231,12 +243,16 @@ impl Default for LcoreConfig {
 /// What a datapath thread has done so far.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DatapathStats {
+    /// Rounds of the loop: commands, then each context's port, then its
+    /// completion rings.
     pub rounds: u64,
     /// Rounds that moved no frame, ran no command and moved no completion.
     pub idle_rounds: u64,
+    /// Commands taken off the ring and run (posts and control calls).
     pub commands: u64,
     /// Completions moved into completion rings.
     pub completions: u64,
+    /// Times the thread parked in an idle round ([`Idle::Backoff`] only).
     pub parks: u64,
 }
 
@@ -400,6 +416,7 @@ impl Completions {
         self.0.q.len()
     }
 
+    /// Whether no completion waits in the ring.
     pub fn is_empty(&self) -> bool {
         self.0.q.is_empty()
     }
@@ -789,7 +806,9 @@ pub struct Datapath<B: Backend + 'static> {
 #[derive(thiserror::Error)]
 #[error("the datapath thread did not start: {error}")]
 pub struct SpawnError<B: Backend> {
+    /// Why: the thread could not be created, or its setup failed.
     pub error: String,
+    /// The contexts given to `spawn`, in their order.
     pub contexts: Vec<Context<B>>,
 }
 
@@ -901,6 +920,7 @@ impl<B: Backend + 'static> Datapath<B> {
         self.shared.lanes.len()
     }
 
+    /// Whether the thread owns no context.
     pub fn is_empty(&self) -> bool {
         self.shared.lanes.is_empty()
     }
@@ -921,6 +941,8 @@ impl<B: Backend + 'static> Datapath<B> {
         self.shared.thread.get().expect("set at spawn")
     }
 
+    /// The thread's counts as it last published them (each round, and
+    /// before it parks).
     pub fn stats(&self) -> DatapathStats {
         self.shared.stats.read()
     }
@@ -1074,18 +1096,22 @@ impl<B: Backend + 'static> AppContext<B> {
         }
     }
 
+    /// The port's MAC, active MTU and table sizes (`ibv_query_port`).
     pub fn query_port(&self) -> Result<PortAttr, Error> {
         self.call(|l| l.ctx.query_port())
     }
 
+    /// Entry `index` of the GID table (`ibv_query_gid_ex`).
     pub fn query_gid(&self, index: u8) -> Result<GidEntry, Error> {
         self.verb(move |l| l.ctx.query_gid(index))
     }
 
+    /// A new protection domain (`ibv_alloc_pd`).
     pub fn alloc_pd(&self) -> Result<Pd, Error> {
         self.call(|l| l.ctx.alloc_pd())
     }
 
+    /// Frees a PD no QP or region uses.
     pub fn dealloc_pd(&self, pd: Pd) -> Result<(), Refused<Pd>> {
         let alias = pd.alias();
         self.destroy(pd, alias, |l, pd| l.ctx.dealloc_pd(pd).map_err(|r| r.error))
@@ -1109,6 +1135,7 @@ impl<B: Backend + 'static> AppContext<B> {
         self.verb(move |l| l.ctx.reg_mr_memory(&pd, mem, access))
     }
 
+    /// Deregisters a region no posted work request names.
     pub fn dereg_mr(&self, mr: Mr) -> Result<(), Refused<Mr>> {
         let alias = mr.alias();
         self.destroy(mr, alias, |l, mr| l.ctx.dereg_mr(mr).map_err(|r| r.error))
@@ -1126,6 +1153,7 @@ impl<B: Backend + 'static> AppContext<B> {
         self.verb(move |l| l.ctx.mr(&mr).map(f))
     }
 
+    /// [`AppContext::with_mr`] with the bytes to write.
     pub fn with_mr_mut<R: Send + 'static>(
         &self,
         mr: &Mr,
@@ -1249,6 +1277,7 @@ impl<B: Backend + 'static> AppContext<B> {
         self.verb(move |l| l.ctx.connect(&qp, remote_qpn, remote, &p, sq_psn, rq_psn))
     }
 
+    /// The QP's state and attributes (`ibv_query_qp`).
     pub fn query_qp(&self, qp: &Qp) -> Result<(QpState, QpAttr), Error> {
         let qp = qp.alias();
         self.verb(move |l| l.ctx.query_qp(&qp))
@@ -1266,6 +1295,7 @@ impl<B: Backend + 'static> AppContext<B> {
         })
     }
 
+    /// What the QP has seen and done so far.
     pub fn qp_counters(&self, qp: &Qp) -> Result<QpCounters, Error> {
         let qp = qp.alias();
         self.verb(move |l| l.ctx.qp_counters(&qp))
@@ -1278,6 +1308,8 @@ impl<B: Backend + 'static> AppContext<B> {
         self.call(move |l| l.ctx.send_queue_len(&qp))
     }
 
+    /// Receive work requests posted and not yet consumed (those still on
+    /// the command ring not counted).
     pub fn recv_queue_len(&self, qp: &Qp) -> Result<usize, Error> {
         let qp = qp.alias();
         self.call(move |l| l.ctx.recv_queue_len(&qp))

@@ -46,7 +46,6 @@
 //! when the QP moves to RTR.
 
 #![deny(unsafe_code)]
-#![allow(missing_docs)] // documented in a later commit
 use crate::backend::{Backend, Burst};
 use crate::host::Host;
 pub mod lcore;
@@ -73,23 +72,36 @@ pub enum Error {
     /// The transport refused (bad attribute, wrong state, full queue...).
     #[error(transparent)]
     Verb(#[from] transport::Error),
+    /// The handle was made by another context.
     #[error("the handle belongs to another context")]
     WrongContext,
+    /// The object is still in use; the text says by what.
     #[error("still in use: {0}")]
     Busy(&'static str),
+    /// The GID table has no entry at this index.
     #[error("no GID at index {0}")]
     NoSuchGid(u8),
+    /// ARP or Neighbor Discovery found no MAC for this address; the text
+    /// says why (no answer at all, or none in time).
     #[error("cannot resolve the MAC of {0}: {1}")]
     Unresolved(IpAddr, &'static str),
+    /// The context's region allocator could not provide the memory.
     #[error("memory for a {len}-byte region: {why}")]
-    NoMemory { len: usize, why: String },
+    NoMemory {
+        /// Bytes asked for.
+        len: usize,
+        /// The allocator's reason.
+        why: String,
+    },
 }
 
 /// A refused destroy: why, and the handle back.
 #[derive(Debug, thiserror::Error)]
 #[error("{error}")]
 pub struct Refused<H> {
+    /// Why the destroy was refused.
     pub error: Error,
+    /// The handle, still valid.
     pub handle: H,
 }
 
@@ -108,9 +120,11 @@ pub struct Mr {
 }
 
 impl Mr {
+    /// Its local key, for SGEs of this context's work requests.
     pub fn lkey(&self) -> u32 {
         self.keys.lkey
     }
+    /// Its remote key, for a peer's RDMA READ, WRITE and atomics.
     pub fn rkey(&self) -> u32 {
         self.keys.rkey
     }
@@ -118,9 +132,11 @@ impl Mr {
     pub fn addr(&self) -> u64 {
         self.keys.addr
     }
+    /// Its length in bytes.
     pub fn len(&self) -> usize {
         self.keys.len
     }
+    /// Whether it has no bytes.
     pub fn is_empty(&self) -> bool {
         self.keys.len == 0
     }
@@ -168,26 +184,33 @@ impl Qp {
 /// How a GID entry is used (`ibv_gid_type`); ferroce speaks RoCE v2 only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GidType {
+    /// RoCE v2: RoCE over UDP/IP (`IBV_GID_TYPE_ROCE_V2`).
     RoceV2,
 }
 
 /// One entry of the port's GID table (`ibv_gid_entry`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GidEntry {
+    /// Its index in the table.
     pub index: u8,
     /// The GID's 16 bytes (an IPv4 address as `::ffff:a.b.c.d`).
     pub gid: [u8; 16],
+    /// The IP address the GID stands for (IPv4 when it is IPv4-mapped).
     pub ip: IpAddr,
+    /// Always [`GidType::RoceV2`].
     pub gid_type: GidType,
 }
 
 /// What `ibv_query_port` tells.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PortAttr {
+    /// The port's MAC address.
     pub mac: MacAddr,
     /// The largest path MTU the port's frames can carry (`active_mtu`).
     pub active_mtu: Mtu,
+    /// Entries in the GID table.
     pub gid_tbl_len: usize,
+    /// Entries in the P_Key table.
     pub pkey_tbl_len: usize,
 }
 
@@ -202,12 +225,14 @@ pub fn heap_region(len: usize) -> Result<Box<dyn RegionMemory>, String> {
 /// How to open a context.
 #[derive(Debug, Clone)]
 pub struct ContextConfig {
+    /// The port's MAC address, the source of every frame.
     pub mac: MacAddr,
     /// The GID table, index 0 first (IPv4 addresses for IPv4 GIDs).
     pub gids: Vec<IpAddr>,
     /// The largest frame the port carries, Ethernet header included: it
     /// bounds the path MTU (`active_mtu`).
     pub max_frame: usize,
+    /// Timers of the neighbour table (ARP and Neighbor Discovery).
     pub neigh: NeighConfig,
     /// Neighbours known in advance (never resolved, never aged).
     pub static_neigh: Vec<(IpAddr, MacAddr)>,
@@ -227,6 +252,9 @@ pub struct ContextConfig {
 }
 
 impl ContextConfig {
+    /// The defaults for a port with MAC `mac` and the one GID `ip`: frames
+    /// up to [`crate::host::pump::MAX_FRAME`], heap regions, 16 READs or
+    /// atomics outstanding, 3 s to resolve a peer's MAC, untagged.
     pub fn new(mac: MacAddr, ip: IpAddr) -> ContextConfig {
         ContextConfig {
             mac,
@@ -324,6 +352,7 @@ impl<B: Backend> Context<B> {
 
     // ----- device and port -----
 
+    /// The port's MAC, active MTU and table sizes (`ibv_query_port`).
     pub fn query_port(&self) -> PortAttr {
         let c = self.host.dev.config();
         PortAttr {
@@ -334,6 +363,7 @@ impl<B: Backend> Context<B> {
         }
     }
 
+    /// Entry `index` of the GID table (`ibv_query_gid_ex`).
     pub fn query_gid(&self, index: u8) -> Result<GidEntry, Error> {
         let ip = *self
             .host
@@ -352,6 +382,7 @@ impl<B: Backend> Context<B> {
 
     // ----- protection domains and memory -----
 
+    /// A new protection domain (`ibv_alloc_pd`).
     pub fn alloc_pd(&mut self) -> Pd {
         Pd {
             ctx: self.id,
@@ -418,6 +449,7 @@ impl<B: Backend> Context<B> {
             .ok_or(Error::Verb(transport::Error::NoSuchMr))
     }
 
+    /// A region's bytes, to write.
     pub fn mr_mut(&mut self, mr: &Mr) -> Result<&mut [u8], Error> {
         self.mine(mr.ctx)?;
         self.host
@@ -525,6 +557,7 @@ impl<B: Backend> Context<B> {
         Ok(())
     }
 
+    /// The QP's state and attributes (`ibv_query_qp`).
     pub fn query_qp(&self, qp: &Qp) -> Result<(QpState, QpAttr), Error> {
         self.mine(qp.ctx)?;
         Ok(self.host.dev.query_qp(qp.qpn)?)
@@ -539,11 +572,14 @@ impl<B: Backend> Context<B> {
         r.map_err(|error| Refused { error, handle: qp })
     }
 
+    /// Posts a send work request (`ibv_post_send`); in ERR it completes at
+    /// once with a flush error.
     pub fn post_send(&mut self, qp: &Qp, wr: SendWr) -> Result<(), Error> {
         self.mine(qp.ctx)?;
         Ok(self.host.dev.post_send(qp.qpn, wr)?)
     }
 
+    /// Posts a receive work request (`ibv_post_recv`).
     pub fn post_recv(&mut self, qp: &Qp, wr: RecvWr) -> Result<(), Error> {
         self.mine(qp.ctx)?;
         Ok(self.host.dev.post_recv(qp.qpn, wr)?)
@@ -554,6 +590,7 @@ impl<B: Backend> Context<B> {
         self.host.dev.send_queue_len(qp.qpn)
     }
 
+    /// Receive work requests posted and not yet consumed.
     pub fn recv_queue_len(&self, qp: &Qp) -> usize {
         self.host.dev.recv_queue_len(qp.qpn)
     }
@@ -627,6 +664,7 @@ impl<B: Backend> Context<B> {
 
     // ----- observability -----
 
+    /// What the QP has seen and done so far.
     pub fn qp_counters(&self, qp: &Qp) -> Result<QpCounters, Error> {
         self.mine(qp.ctx)?;
         self.host
@@ -662,6 +700,7 @@ impl<B: Backend> Context<B> {
         Ok(())
     }
 
+    /// Received frames the device dropped before any QP saw them.
     pub fn rx_counters(&self) -> &RxCounters {
         self.host.dev.rx_counters()
     }
@@ -676,10 +715,12 @@ impl<B: Backend> Context<B> {
         &self.host.dev
     }
 
+    /// The transport device underneath, to change.
     pub fn device_mut(&mut self) -> &mut Device {
         &mut self.host.dev
     }
 
+    /// The backend the context moves frames on.
     pub fn port(&self) -> &B {
         &self.port
     }

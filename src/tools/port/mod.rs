@@ -4,7 +4,6 @@
 //! asked, and leave the link up a moment at the end for the peer's last
 //! frames.
 
-#![allow(missing_docs)] // documented in a later commit
 pub mod memory;
 pub mod ports;
 
@@ -19,7 +18,9 @@ use std::path::Path;
 /// Work done on a context, whatever backend is under it (the port, or
 /// the port inside a pcap recorder).
 pub trait OnContext {
+    /// What the work returns.
     type Out;
+    /// Does the work on `ctx`, an open context over the tool's port.
     fn run<B: Backend>(self, ctx: &mut Context<B>) -> Result<Self::Out>;
 }
 

@@ -1,14 +1,15 @@
 //! Opening what a config describes: the EAL, one mempool, and every port
 //! (ring links as pairs), ready for poll loops.
 
-#![allow(missing_docs)] // documented in a later commit
 use crate::config::{Config, PortConfig};
 use crate::dpdk::{self, Device, Eal, Mempool, Port, QueueId};
 use std::collections::HashMap;
 
 /// The EAL, the mempool and the open ports of a config.
 pub struct Ports {
+    /// The DPDK environment, started with the chosen ports' devices.
     pub eal: Eal,
+    /// The one mbuf pool every port draws from (`[mempool]` of the config).
     pub pool: Mempool,
     ports: HashMap<String, (PortConfig, Port)>,
 }
