@@ -5,7 +5,6 @@
 //! durations, parsed here), prints its report on stdout and its problems
 //! on stderr, and says whether the run passed (false: exit 1).
 
-#![allow(missing_docs)] // documented in a later commit
 use super::incast::{self, IncastConfig};
 use super::lab::experiment::{run_file, LabOptions};
 pub use super::soak::Side;
@@ -21,36 +20,84 @@ use std::path::{Path, PathBuf};
 pub struct SimOpts {
     /// `--incast N`: N senders into one receiver instead of the soak.
     pub incast: Option<usize>,
+    /// `--duration`: how long the incast senders post WRITEs, in virtual
+    /// time (e.g. `20ms`; default 20 ms).
     pub duration: Option<String>,
+    /// `--cc`: the incast senders' rate control, `dcqcn-cx`, `dcqcn-paper`
+    /// or `none` (default `dcqcn-cx`).
     pub cc: Option<String>,
+    /// `--kmin`: incast ECN marking starts above this many bytes queued
+    /// (K, M suffixes; default scaled with the rate).
     pub kmin: Option<String>,
+    /// `--kmax`: above this many bytes queued every ECN-capable frame is
+    /// marked (K, M suffixes; default scaled with the rate).
     pub kmax: Option<String>,
+    /// `--pmax`: the incast marking probability at Kmax (default 1).
     pub pmax: Option<f64>,
+    /// `--buffer`: the incast switch ports' drop-tail buffer in bytes (K, M
+    /// suffixes; default 2 x Kmax).
     pub buffer: Option<String>,
+    /// `--csv`: directory for the incast's queue.csv, flows.csv and
+    /// cc_trace.csv.
     pub csv: Option<PathBuf>,
+    /// `--ops`: the operations to mix, comma-separated `send`, `write`,
+    /// `read`, `atomic` or `all`.
     pub ops: String,
+    /// `--msgs`: messages per seed, spread over the QP pairs.
     pub msgs: u64,
+    /// `--size`: message sizes in bytes, `MIN-MAX` or one size, K and M
+    /// suffixes (default `1-8192`; incast one size, 64 KiB).
     pub size: Option<String>,
+    /// `--mtu`: the path MTU in bytes, 256 to 4096 (default 1024; incast
+    /// 4096).
     pub mtu: Option<u32>,
+    /// `--loss`: probability that a frame is lost, each direction.
     pub loss: f64,
+    /// `--reorder`: probability that a frame is held back by up to
+    /// `reorder_delay`.
     pub reorder: f64,
+    /// `--dup`: probability that a frame arrives twice.
     pub dup: f64,
+    /// `--corrupt`: probability that one bit of a frame is flipped.
     pub corrupt: f64,
+    /// `--seed`: the seed of the faults and the data (one run).
     pub seed: u64,
+    /// `--seeds A-B`: run every seed from A to B inclusive instead.
     pub seeds: Option<String>,
+    /// `--rate`: link rate in bits/s with a suffix (`100G`, `400M`), or
+    /// `inf` for no serialisation.
     pub rate: String,
+    /// `--delay`: one-way propagation delay of a link (`1us`, `500ns`).
     pub delay: String,
+    /// `--reorder-delay`: the largest extra delay of a reordered frame.
     pub reorder_delay: String,
+    /// `--queue-bytes`: drop-tail limit of each egress queue in bytes
+    /// (`None`: unbounded).
     pub queue_bytes: Option<usize>,
+    /// `--qps`: QP pairs between the two hosts.
     pub qps: u32,
+    /// `--bidir`: both hosts post work requests on every QP pair.
     pub bidir: bool,
+    /// `--window`: work requests outstanding per QP at most (default 64;
+    /// incast: enough to overflow the buffer without rate control).
     pub window: Option<u32>,
+    /// `--recvs`: receive buffers the responder keeps posted per QP
+    /// (default window + 8).
     pub recvs: Option<u32>,
+    /// `--recv-delay`: how long after a completion the responder posts a
+    /// receive buffer again.
     pub recv_delay: String,
+    /// `--timeout`: local ACK timeout exponent, 4.096 us x 2^N (default:
+    /// 10, more on a slow link).
     pub timeout: Option<u8>,
+    /// `--retry-cnt`: transport retries before an error completion (0-7).
     pub retry_cnt: u8,
+    /// `--time-limit`: the virtual time one seed may take at most.
     pub time_limit: String,
+    /// `--json`: one JSON object per seed (and one with the totals)
+    /// instead of text lines.
     pub json: bool,
+    /// `--pcap`: write one host's frames to this pcap file (one seed only).
     pub pcap: Option<PathBuf>,
     /// Whose frames `pcap` records.
     pub pcap_host: Side,

@@ -63,7 +63,6 @@
 //! [`TraceRecord::CSV_HEADER`]: every rate decision of every sender).
 
 #![deny(unsafe_code)]
-#![allow(missing_docs)] // documented in a later commit
 use crate::backend::fabric::{
     serialization_time, ChannelId, LinkConfig, LinkCounters, RedConfig, SimError,
 };
@@ -97,44 +96,77 @@ const PACKET_OVERHEAD: u64 = (len::ROCE_V4 + len::RETH + len::ICRC) as u64;
 /// Why a run cannot be set up as asked.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum IncastError {
+    /// A sender count outside 1..=[`MAX_SENDERS`].
     #[error("--incast must be in 1..={MAX_SENDERS} senders, got {0}")]
     BadSenders(usize),
+    /// A link rate of 0, which means infinitely fast (no bottleneck).
     #[error("--rate must be a finite rate above zero for an incast (the bottleneck's R)")]
     NoRate,
+    /// A posting phase of zero.
     #[error("--duration must be above zero")]
     NoDuration,
+    /// A posting phase above [`MAX_DURATION`].
     #[error("--duration {0} is above the limit of {MAX_DURATION}")]
     DurationTooLong(Duration),
+    /// A queue or flow sampling interval of zero.
     #[error("the sampling intervals must be above zero")]
     NoSampleInterval,
+    /// More queue samples than [`MAX_SAMPLES`] over the posting phase.
     #[error("{0} queue samples is above the limit of {MAX_SAMPLES}: sample less often")]
     TooManySamples(u64),
+    /// ECN marking thresholds the wrong way round.
     #[error("--kmin {kmin} B is above --kmax {kmax} B")]
-    RedOrder { kmin: usize, kmax: usize },
+    RedOrder {
+        /// Bytes queued at or below which nothing is marked.
+        kmin: usize,
+        /// Bytes queued above which every ECN-capable frame is marked.
+        kmax: usize,
+    },
+    /// A marking probability outside [0, 1].
     #[error("--pmax {0} is not a probability in [0, 1]")]
     BadPmax(f64),
+    /// A switch buffer smaller than one data frame.
     #[error("--buffer {buffer} B cannot hold one {frame} B frame")]
-    BufferTooSmall { buffer: usize, frame: usize },
+    BufferTooSmall {
+        /// The switch ports' buffer, in bytes.
+        buffer: usize,
+        /// The largest data frame of the run, in bytes.
+        frame: usize,
+    },
+    /// An MTU that is not one of the five IBTA path MTUs.
     #[error("--mtu {0} is not one of 256, 512, 1024, 2048, 4096")]
     BadMtu(u32),
+    /// A WRITE size outside 1..=[`MAX_MESSAGE`] bytes.
     #[error("the message size must be in 1..={MAX_MESSAGE} bytes, got {0}")]
     BadMessage(u32),
+    /// A window (given or computed) outside 1..=[`MAX_WINDOW`].
     #[error("the window must be in 1..={MAX_WINDOW} WRITEs, got {0}")]
     BadWindow(u32),
+    /// A local ACK timeout exponent outside 1..=31.
     #[error("the ACK timeout exponent must be in 1..=31, got {0}")]
     BadTimeout(u8),
+    /// A retry count above 7.
     #[error("retry_cnt must be in 0..=7, got {0}")]
     BadRetryCnt(u8),
+    /// A `--cc` that is neither a known algorithm nor a file.
     #[error(
         "--cc {0:?} is not an algorithm (expected dcqcn-cx, dcqcn-paper, none or a .toml file)"
     )]
     UnknownCc(String),
+    /// A `--cc` parameter file that cannot be read or parsed.
     #[error("--cc {0}")]
     CcFile(String),
+    /// A device, QP or fabric the run builds was refused.
     #[error("setting up the run: {0}")]
     Setup(String),
+    /// A CSV file or directory that cannot be written.
     #[error("{path}: {error}")]
-    Io { path: PathBuf, error: String },
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The I/O error, described.
+        error: String,
+    },
 }
 
 /// The rate control `name` selects, for the command line: `dcqcn-cx`,
@@ -174,6 +206,7 @@ pub struct IncastConfig {
     pub window: Option<u32>,
     /// Local ACK timeout exponent; `None`: [`IncastConfig::timeout_or_auto`].
     pub timeout: Option<u8>,
+    /// Transport retries before an error completion (0-7; default 7).
     pub retry_cnt: u8,
     /// How long after `duration` the run waits for outstanding WRITEs;
     /// `None`: [`IncastConfig::drain_limit_or_auto`].
@@ -339,13 +372,18 @@ impl IncastConfig {
 /// Percentiles of a set of queue samples, bytes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct QueueStats {
+    /// Samples taken.
     pub samples: u64,
+    /// The median, bytes.
     pub p50: u64,
+    /// The 99th percentile, bytes.
     pub p99: u64,
+    /// The largest sample, bytes (0 with none).
     pub max: u64,
 }
 
 impl QueueStats {
+    /// The statistics of `samples` (queue depths in bytes, any order).
     pub fn of(samples: &[u64]) -> QueueStats {
         let mut s = samples.to_vec();
         s.sort_unstable();
@@ -361,6 +399,7 @@ impl QueueStats {
 /// One sender's figures.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct FlowResult {
+    /// The sender's number, from 0.
     pub flow: usize,
     /// WRITE bytes completed by the end of the run (drain included).
     pub bytes_completed: u64,
@@ -370,28 +409,48 @@ pub struct FlowResult {
     pub goodput_second_half_bps: f64,
     /// The QP's rate at the end of the posting phase.
     pub rate_bps: u64,
+    /// CNPs the QP's rate control took.
     pub cnp_handled: u64,
+    /// CNPs the QP received with no rate control to take them.
     pub cnp_ignored: u64,
+    /// Request packets the QP sent again (go-back-N).
     pub retransmitted_pkts: u64,
+    /// WRITE completions with a status other than success.
     pub completion_errors: u64,
 }
 
 /// Everything a run measured (see the module docs).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct IncastResult {
+    /// Senders (N of N:1).
     pub senders: usize,
+    /// The rate control's name (`dcqcn-cx`, `dcqcn-paper`, `none`, ...).
     pub cc: String,
+    /// Every link's rate, bits per second.
     pub rate_bps: u64,
+    /// Every link's one-way propagation delay, nanoseconds.
     pub link_delay_ns: u64,
+    /// The posting phase, nanoseconds.
     pub duration_ns: u64,
+    /// Path MTU in bytes.
     pub mtu: u32,
+    /// Bytes per WRITE.
     pub message_bytes: u32,
+    /// WRITEs outstanding per sender at most (given or computed).
     pub window: u32,
+    /// The local ACK timeout exponent used (given or computed).
     pub timeout_exp: u8,
+    /// The notification point's least time between two CNPs of one QP,
+    /// nanoseconds.
     pub min_time_between_cnps_ns: u64,
+    /// ECN marking on every switch egress port.
     pub red: RedConfig,
+    /// Drop-tail limit of every switch egress port, bytes (given or 2 x
+    /// Kmax).
     pub buffer_bytes: usize,
+    /// The fabric's seed.
     pub seed: u64,
+    /// Each sender's figures, in sender order.
     pub flows: Vec<FlowResult>,
     /// Σ of the flows' goodput over the whole posting phase.
     pub goodput_bps: f64,
@@ -424,9 +483,13 @@ pub struct IncastResult {
     /// Tail drops from the half-time mark on (the first half holds the
     /// start, when every sender begins at line rate).
     pub tail_drops_second_half: u64,
+    /// Request packets the senders sent again (go-back-N).
     pub retransmitted_pkts: u64,
+    /// The senders' local ACK timer expiries.
     pub ack_timeouts: u64,
+    /// NAK PSN sequence errors the senders received (IBTA §9.7.5.1.1).
     pub seq_naks: u64,
+    /// WRITE completions with a status other than success, all senders.
     pub completion_errors: u64,
     /// QPs that went to ERR (either side).
     pub qp_errors: u64,
@@ -437,6 +500,7 @@ pub struct IncastResult {
     pub stopped: Option<String>,
     /// Virtual time at the end of the run.
     pub virtual_ns: u64,
+    /// Wall-clock time the run took, in seconds.
     pub wall_s: f64,
 }
 

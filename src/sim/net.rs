@@ -1,7 +1,6 @@
 //! [`SimNet`]: transport devices on the simulator's fabric, in virtual
 //! time, each moved by the host layer's [`pump_with`].
 
-#![allow(missing_docs)] // documented in a later commit
 use crate::backend::fabric::{Fabric, HostId, Link, LinkConfig, SimError, SwitchId};
 use crate::backend::Burst;
 use crate::host::pump::pump_with;
@@ -11,7 +10,9 @@ use crate::transport::{Device, DeviceConfig};
 
 /// A host of a [`SimNet`]: its device and where it sits on the fabric.
 pub struct SimHost {
+    /// The host's RoCE v2 endpoint (the RC transport).
     pub dev: Device,
+    /// The host on [`SimNet::fabric`] the device sends and receives through.
     pub host: HostId,
     pending: Burst<crate::backend::loopback::VecBuf>,
     spare: Option<crate::backend::loopback::VecBuf>,
@@ -26,7 +27,10 @@ pub struct SimHost {
 /// a timer due, or [`SimNet::touch`] after the caller gave a device work),
 /// which keeps a step's cost independent of the number of hosts.
 pub struct SimNet {
+    /// The simulated network the hosts sit on (and its virtual clock).
     pub fabric: Fabric,
+    /// The hosts in the order [`SimNet::add_host`] added them (the index it
+    /// returns).
     pub hosts: Vec<SimHost>,
     /// Fabric host index -> index in `hosts`.
     by_fabric: Vec<usize>,
@@ -46,6 +50,7 @@ pub struct SimNet {
 }
 
 impl SimNet {
+    /// No hosts yet, on an empty [`Fabric`] seeded with `seed`.
     pub fn new(seed: u64) -> SimNet {
         SimNet {
             fabric: Fabric::new(seed),
@@ -200,6 +205,7 @@ impl SimNet {
         self.fabric.connect(ha, hb, cfg)
     }
 
+    /// The fabric's virtual time.
     pub fn now(&self) -> Instant {
         self.fabric.now()
     }

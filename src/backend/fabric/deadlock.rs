@@ -20,7 +20,6 @@
 //! fabric is never idle: drive it with [`Fabric::advance_to`], not
 //! [`Fabric::run_until_idle`].
 
-#![allow(missing_docs)] // documented in a later commit
 use std::fmt;
 
 use super::sched::PRIORITIES;
@@ -34,9 +33,12 @@ pub const DEFAULT_DEADLOCK_WINDOW: Duration = Duration::from_millis(1);
 /// One queue of a deadlock cycle: a switch's egress port and priority.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct DeadlockHop {
+    /// The switch that holds the queue (serialised as its index).
     #[serde(serialize_with = "serialize_switch")]
     pub switch: SwitchId,
+    /// The switch's egress port (numbered from 0 in connection order).
     pub port: usize,
+    /// The priority (0-7) of the queue on that port.
     pub priority: u8,
 }
 

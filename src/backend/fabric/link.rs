@@ -2,7 +2,6 @@
 //! counters ([`LinkCounters`]). Its egress queue is
 //! [`EgressQueue`](super::EgressQueue).
 
-#![allow(missing_docs)] // documented in a later commit
 use std::fmt;
 
 use super::sched::PRIORITIES;
@@ -142,9 +141,11 @@ pub fn serialization_time(bytes: usize, rate_bps: u64) -> Duration {
 pub struct LinkCounters {
     /// Frames that finished serialising onto the wire (lost ones included).
     pub tx_frames: u64,
+    /// Bytes of those frames (whole Ethernet frames, no FCS).
     pub tx_bytes: u64,
     /// Frames delivered at the far end (duplicates included).
     pub rx_frames: u64,
+    /// Bytes of those frames (whole Ethernet frames, no FCS).
     pub rx_bytes: u64,
     /// Frames lost on the wire (`loss`).
     pub dropped_loss: u64,

@@ -203,7 +203,6 @@
 //! virtual time in nanoseconds since the epoch of the capture file.
 
 #![deny(unsafe_code)]
-#![allow(missing_docs)] // documented in a later commit
 use std::collections::VecDeque;
 use std::fmt;
 use std::io::Write;
@@ -262,18 +261,21 @@ pub struct SwitchId(usize);
 pub struct ChannelId(usize);
 
 impl HostId {
+    /// The host's position among the fabric's hosts, from 0 in creation order.
     pub fn index(self) -> usize {
         self.0
     }
 }
 
 impl SwitchId {
+    /// The switch's position among the fabric's switches, from 0 in creation order.
     pub fn index(self) -> usize {
         self.0
     }
 }
 
 impl ChannelId {
+    /// The link direction's position among the fabric's, from 0 in creation order.
     pub fn index(self) -> usize {
         self.0
     }
@@ -302,17 +304,22 @@ impl fmt::Display for ChannelId {
 /// one made by [`Fabric::connect_switches`], `a` and `b` are its arguments.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Link {
+    /// The direction from `a` to `b`.
     pub a_to_b: ChannelId,
+    /// The direction from `b` to `a`.
     pub b_to_a: ChannelId,
 }
 
 /// Where a link direction starts or ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Endpoint {
+    /// A host (a host has one port).
     Host(HostId),
     /// A switch port (ports are numbered from 0 in connection order).
     Switch {
+        /// The switch.
         switch: SwitchId,
+        /// Its port.
         port: usize,
     },
 }
@@ -320,57 +327,127 @@ pub enum Endpoint {
 /// Why a fabric cannot be built as asked.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum SimError {
+    /// A link fault probability (`loss`, `reorder`, `dup`, `corrupt`,
+    /// `ecn.pmax`) outside [0, 1].
     #[error("link config: {field} must be a probability in [0, 1], got {value}")]
-    InvalidProbability { field: &'static str, value: f64 },
+    InvalidProbability {
+        /// The config field.
+        field: &'static str,
+        /// Its value.
+        value: f64,
+    },
+    /// `reorder` above zero with `reorder_delay` zero.
     #[error("link config: reorder > 0 needs a reorder_delay above zero")]
     ReorderWithoutDelay,
+    /// The link's ECN marking thresholds the wrong way round.
     #[error("link config: ECN marking needs kmin <= kmax, got kmin {kmin} B > kmax {kmax} B")]
-    RedThresholds { kmin: usize, kmax: usize },
-    #[error("{0} is not in this fabric")]
-    UnknownHost(HostId),
-    #[error("{0} is not in this fabric")]
-    UnknownSwitch(SwitchId),
-    #[error("{0} is not in this fabric")]
-    UnknownChannel(ChannelId),
-    #[error("{0} is already connected (a host has one port)")]
-    AlreadyConnected(HostId),
-    #[error("cannot connect {0} to itself")]
-    SelfLoop(HostId),
-    #[error("cannot connect {0} to itself")]
-    SwitchSelfLoop(SwitchId),
-    #[error("{0} has no link")]
-    NotConnected(HostId),
-    #[error("a frame for {mac} has no route at {switch}")]
-    NoRoute { switch: SwitchId, mac: MacAddr },
-    #[error("{switch} has no port {port}")]
-    UnknownPort { switch: SwitchId, port: usize },
-    #[error("{a_to_b} and {b_to_a} are not the two directions of one link")]
-    NotALink {
-        a_to_b: ChannelId,
-        b_to_a: ChannelId,
-    },
-    #[error("{0} is down")]
-    LinkDown(ChannelId),
-    #[error("frames for {dst} would loop through {switch}")]
-    RoutingLoop { switch: SwitchId, dst: HostId },
-    #[error("the frame has no unicast destination (shorter than an Ethernet header, or a group address)")]
-    NotUnicast,
-    #[error("{switch} already has a host with MAC {mac}")]
-    DuplicateMac { switch: SwitchId, mac: MacAddr },
-    #[error("link config: ECN marking of priority {priority}: kmin {kmin} B > kmax {kmax} B")]
-    ClassRedThresholds {
-        priority: u8,
+    RedThresholds {
+        /// Bytes waiting at or below which nothing is marked.
         kmin: usize,
+        /// Bytes waiting above which every ECN-capable frame is marked.
         kmax: usize,
     },
+    /// A host id from another fabric, or out of range.
+    #[error("{0} is not in this fabric")]
+    UnknownHost(HostId),
+    /// A switch id from another fabric, or out of range.
+    #[error("{0} is not in this fabric")]
+    UnknownSwitch(SwitchId),
+    /// A link direction id from another fabric, or out of range.
+    #[error("{0} is not in this fabric")]
+    UnknownChannel(ChannelId),
+    /// The host already has its one link.
+    #[error("{0} is already connected (a host has one port)")]
+    AlreadyConnected(HostId),
+    /// [`Fabric::connect`] of a host to itself.
+    #[error("cannot connect {0} to itself")]
+    SelfLoop(HostId),
+    /// [`Fabric::connect_switches`] of a switch to itself.
+    #[error("cannot connect {0} to itself")]
+    SwitchSelfLoop(SwitchId),
+    /// The host has no link yet.
+    #[error("{0} has no link")]
+    NotConnected(HostId),
+    /// A switch on the frame's path has no route for its destination MAC.
+    #[error("a frame for {mac} has no route at {switch}")]
+    NoRoute {
+        /// The switch without a route.
+        switch: SwitchId,
+        /// The frame's destination MAC.
+        mac: MacAddr,
+    },
+    /// A static route names a port the switch does not have.
+    #[error("{switch} has no port {port}")]
+    UnknownPort {
+        /// The switch.
+        switch: SwitchId,
+        /// The port it lacks.
+        port: usize,
+    },
+    /// Two link directions that are not the two halves of one link.
+    #[error("{a_to_b} and {b_to_a} are not the two directions of one link")]
+    NotALink {
+        /// The first direction given.
+        a_to_b: ChannelId,
+        /// The second direction given.
+        b_to_a: ChannelId,
+    },
+    /// The link direction is down.
+    #[error("{0} is down")]
+    LinkDown(ChannelId),
+    /// Frames for `dst` would go round a loop of switches.
+    #[error("frames for {dst} would loop through {switch}")]
+    RoutingLoop {
+        /// A switch on the loop.
+        switch: SwitchId,
+        /// The destination host whose frames would loop.
+        dst: HostId,
+    },
+    /// The frame is shorter than an Ethernet header or addressed to a group.
+    #[error("the frame has no unicast destination (shorter than an Ethernet header, or a group address)")]
+    NotUnicast,
+    /// A host with this MAC is already attached to a switch.
+    #[error("{switch} already has a host with MAC {mac}")]
+    DuplicateMac {
+        /// The switch the other host is attached to.
+        switch: SwitchId,
+        /// The MAC both hosts have.
+        mac: MacAddr,
+    },
+    /// The ECN marking thresholds of one priority (`ecn_class`) the wrong
+    /// way round.
+    #[error("link config: ECN marking of priority {priority}: kmin {kmin} B > kmax {kmax} B")]
+    ClassRedThresholds {
+        /// The priority (0-7).
+        priority: u8,
+        /// Bytes waiting at or below which nothing is marked.
+        kmin: usize,
+        /// Bytes waiting above which every ECN-capable frame is marked.
+        kmax: usize,
+    },
+    /// The switch's DSCP table maps a DSCP to a priority above 7.
     #[error("switch config: DSCP {dscp} maps to priority {priority}; priorities are 0-7")]
-    DscpPriority { dscp: usize, priority: u8 },
+    DscpPriority {
+        /// The DSCP (0-63).
+        dscp: usize,
+        /// The priority it maps to.
+        priority: u8,
+    },
+    /// A PFC config with an empty priority mask.
     #[error("PFC config: no priority is enabled (priorities mask 0)")]
     PfcNoPriority,
+    /// PFC thresholds the wrong way round.
     #[error("PFC config: xon must be <= xoff, got xon {xon} B > xoff {xoff} B")]
-    PfcThresholds { xon: usize, xoff: usize },
+    PfcThresholds {
+        /// A port's bytes of the priority at or below which it resumes its peer.
+        xon: usize,
+        /// A port's bytes of the priority above which it pauses its peer.
+        xoff: usize,
+    },
+    /// A PFC pause time of zero quanta.
     #[error("PFC config: quanta must be above 0 (a pause of no time)")]
     PfcQuantaZero,
+    /// [`Fabric::set_deadlock_window`] with a window of zero.
     #[error("deadlock detection window must be above zero (None turns detection off)")]
     DeadlockWindowZero,
 }
@@ -380,9 +457,11 @@ pub enum SimError {
 pub struct HostCounters {
     /// Frames handed to `tx_burst` (all are taken).
     pub tx_frames: u64,
+    /// Bytes of those frames (whole Ethernet frames, no FCS).
     pub tx_bytes: u64,
     /// Frames that arrived in the host's inbox.
     pub rx_frames: u64,
+    /// Bytes of those frames (whole Ethernet frames, no FCS).
     pub rx_bytes: u64,
     /// Frames sent while the host had no link.
     pub dropped_no_link: u64,
@@ -776,18 +855,22 @@ impl Fabric {
         self.hosts[host.0].inbox.len()
     }
 
+    /// What the host has sent and received so far.
     pub fn host_counters(&self, host: HostId) -> &HostCounters {
         &self.hosts[host.0].counters
     }
 
+    /// What the switch has done with the frames it received so far.
     pub fn switch_counters(&self, switch: SwitchId) -> &SwitchCounters {
         &self.switches[switch.0].counters
     }
 
+    /// What has happened on the link direction so far.
     pub fn link_counters(&self, ch: ChannelId) -> &LinkCounters {
         &self.channels[ch.0].counters
     }
 
+    /// The link direction's rate, delay, queue and fault settings.
     pub fn link_config(&self, ch: ChannelId) -> &LinkConfig {
         &self.channels[ch.0].cfg
     }

@@ -45,7 +45,6 @@
 //! PFC needs a finite rate. With a short pause time and a long link, the
 //! refresh can arrive after the pause lapsed, as on real links.
 
-#![allow(missing_docs)] // documented in a later commit
 use super::deadlock::DeadlockReport;
 use super::engine::EventKind;
 use super::sched::{frame_priority, DEFAULT_DSCP_TO_PRIORITY, PRIORITIES};
@@ -344,6 +343,7 @@ impl Fabric {
         Ok(())
     }
 
+    /// The switch's buffer, DSCP and PFC settings.
     pub fn switch_config(&self, switch: SwitchId) -> &SwitchConfig {
         &self.switches[switch.index()].cfg
     }

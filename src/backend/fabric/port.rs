@@ -1,6 +1,5 @@
 //! A host of the [`Fabric`] as a [`Backend`]: [`SimPort`].
 
-#![allow(missing_docs)] // documented in a later commit
 use super::{Fabric, HostId, FRAME_CAPACITY, SPARE_BUFFERS};
 use crate::backend::loopback::VecBuf;
 use crate::backend::{Backend, Burst, FrameBuf};
@@ -27,10 +26,12 @@ pub struct SimPort<'a> {
 }
 
 impl SimPort<'_> {
+    /// The host this port belongs to.
     pub fn host(&self) -> HostId {
         self.host
     }
 
+    /// The fabric's virtual time, at which this port sends.
     pub fn now(&self) -> Instant {
         self.fabric.now
     }

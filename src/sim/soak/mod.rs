@@ -34,7 +34,6 @@
 //! found, and `run` drives one seed.
 
 #![deny(unsafe_code)]
-#![allow(missing_docs)] // documented in a later commit
 mod parse;
 mod report;
 mod run;
@@ -63,16 +62,21 @@ pub const MAX_WINDOW: u32 = 1024;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Op {
+    /// SEND into one of B's posted receive buffers.
     Send,
+    /// RDMA WRITE into a slot of B's memory.
     Write,
+    /// RDMA READ from B's patterned region into a slot of A.
     Read,
     /// Compare-and-swap or fetch-and-add, half each.
     Atomic,
 }
 
 impl Op {
+    /// Every operation, in the order `--ops all` lists them.
     pub const ALL: [Op; 4] = [Op::Send, Op::Write, Op::Read, Op::Atomic];
 
+    /// The operation's name in `--ops` and the reports (`send`, ...).
     pub fn name(self) -> &'static str {
         match self {
             Op::Send => "send",
@@ -86,40 +90,69 @@ impl Op {
 /// Why a run cannot be set up as asked.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ConfigError {
+    /// A word of `--ops` that names no operation.
     #[error("unknown op {0:?} (expected send, write, read or atomic, comma-separated)")]
     UnknownOp(String),
+    /// An empty operation list.
     #[error("--ops names no operation")]
     NoOps,
+    /// A `--size` that is neither `MIN-MAX` nor one size.
     #[error("--size {0:?} is not MIN-MAX or SIZE (bytes, e.g. 1-4096)")]
     BadSize(String),
+    /// A size range the wrong way round.
     #[error("--size: MIN {min} is larger than MAX {max}")]
-    SizeOrder { min: u32, max: u32 },
+    SizeOrder {
+        /// The smallest size given, in bytes.
+        min: u32,
+        /// The largest size given, in bytes.
+        max: u32,
+    },
+    /// A largest size above [`MAX_SIZE`] bytes.
     #[error("--size: MAX {0} is above the limit of {MAX_SIZE} bytes")]
     SizeTooLarge(u32),
+    /// An MTU that is not one of the five IBTA path MTUs.
     #[error("--mtu {0} is not one of 256, 512, 1024, 2048, 4096")]
     BadMtu(u32),
+    /// A link fault probability outside [0, 1].
     #[error("--{field} {value} is not a probability in [0, 1]")]
-    BadProbability { field: &'static str, value: f64 },
+    BadProbability {
+        /// The option: `loss`, `reorder`, `dup` or `corrupt`.
+        field: &'static str,
+        /// Its value.
+        value: f64,
+    },
+    /// Zero messages.
     #[error("--msgs must be at least 1")]
     NoMessages,
+    /// A QP pair count outside 1..=[`MAX_QPS`].
     #[error("--qps must be in 1..={MAX_QPS}, got {0}")]
     BadQps(u32),
+    /// A window outside 1..=[`MAX_WINDOW`].
     #[error("--window must be in 1..={MAX_WINDOW}, got {0}")]
     BadWindow(u32),
+    /// A receive buffer count outside 1..=[`MAX_WINDOW`].
     #[error("--recvs must be in 1..={MAX_WINDOW}, got {0}")]
     BadRecvs(u32),
+    /// A local ACK timeout exponent outside 1..=31.
     #[error("--timeout must be in 1..=31, got {0}")]
     BadTimeout(u8),
+    /// A retry count above 7.
     #[error("--retry-cnt must be in 0..=7, got {0}")]
     BadRetryCnt(u8),
+    /// `reorder` above zero with `reorder_delay` zero.
     #[error("--reorder-delay must be above zero when --reorder is")]
     ReorderWithoutDelay,
+    /// A time limit of zero.
     #[error("--time-limit must be above zero")]
     NoTime,
+    /// A rate, duration or seed range that does not parse.
     #[error("{what} {text:?}: {why}")]
     BadValue {
+        /// What was being read: `rate`, `duration` or `seeds`.
         what: &'static str,
+        /// The text given.
         text: String,
+        /// What is wrong with it.
         why: &'static str,
     },
 }
@@ -134,6 +167,7 @@ pub struct SimConfig {
     /// Message sizes, uniform in `size_min..=size_max` bytes (atomics are
     /// always 8).
     pub size_min: u32,
+    /// The largest message size in bytes (at most [`MAX_SIZE`]).
     pub size_max: u32,
     /// Path MTU in bytes.
     pub mtu: u32,
@@ -155,6 +189,7 @@ pub struct SimConfig {
     /// Local ACK timeout exponent (4.096 µs x 2^t); `None` picks one for
     /// the link (see [`SimRun::timeout`]).
     pub timeout: Option<u8>,
+    /// Transport retries before an error completion (0-7; default 7).
     pub retry_cnt: u8,
     /// Virtual time a run may take at most.
     pub time_limit: Duration,
@@ -249,6 +284,7 @@ impl SimRun {
         Ok(SimRun { cfg, mtu, timeout })
     }
 
+    /// The configuration as checked.
     pub fn config(&self) -> &SimConfig {
         &self.cfg
     }
@@ -330,7 +366,9 @@ pub fn auto_timeout(cfg: &SimConfig) -> u8 {
 /// [`SimConfig::bidir`]), B answers them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum Side {
+    /// The requester.
     A,
+    /// The responder.
     B,
 }
 

@@ -1,7 +1,6 @@
 //! What a run of `ferroce sim` found: one seed's [`Report`] (its line and
 //! its JSON object) and the [`Totals`] over seeds.
 
-#![allow(missing_docs)] // documented in a later commit
 use super::SimRun;
 use crate::backend::fabric::LinkCounters;
 use crate::time::Duration;
@@ -14,10 +13,15 @@ const MAX_ERRORS: usize = 8;
 /// What happened to each kind of operation.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct OpCounts {
+    /// SENDs completed and verified.
     pub send: u64,
+    /// RDMA WRITEs completed and verified.
     pub write: u64,
+    /// RDMA READs completed and verified.
     pub read: u64,
+    /// Compare-and-swaps completed and verified.
     pub cmp_swap: u64,
+    /// Fetch-and-adds completed and verified.
     pub fetch_add: u64,
 }
 
@@ -34,11 +38,17 @@ impl OpCounts {
 /// The faults the link injected (both directions).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Faults {
+    /// Frames that finished serialising onto the link.
     pub frames: u64,
+    /// Frames lost on the wire (`loss`).
     pub lost: u64,
+    /// Frames with a flipped bit (`corrupt`).
     pub corrupted: u64,
+    /// Frames sent twice (`dup`).
     pub duplicated: u64,
+    /// Frames held back by an extra delay (`reorder`).
     pub reordered: u64,
+    /// Frames refused by a full egress queue (`queue_bytes`).
     pub tail_dropped: u64,
 }
 
@@ -64,11 +74,13 @@ impl Faults {
 /// What one run did and found.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
+    /// The seed of the run's faults and data.
     pub seed: u64,
     /// Messages asked for.
     pub messages: u64,
     /// Messages completed and verified.
     pub completed: u64,
+    /// Those messages by operation.
     pub ops: OpCounts,
     /// Payload bytes compared at their destination (atomics: 8 each).
     pub bytes_verified: u64,
@@ -76,7 +88,9 @@ pub struct Report {
     pub retransmitted: u64,
     /// NAKs received by the requester: PSN sequence errors and RNR.
     pub naks: u64,
+    /// NAK PSN sequence errors received (IBTA §9.7.5.1.1).
     pub seq_naks: u64,
+    /// RNR NAKs received.
     pub rnr_naks: u64,
     /// READ / atomic responses found missing by a later response.
     pub implied_naks: u64,
@@ -95,12 +109,15 @@ pub struct Report {
     pub icrc_drops: u64,
     /// Frames the receivers found malformed (a corrupted IP header).
     pub malformed: u64,
+    /// What the link did to the frames, both directions.
     pub faults: Faults,
     /// The local ACK timeout exponent used.
     pub timeout_exp: u8,
     /// Virtual time the run took, in nanoseconds.
     pub virtual_ns: u64,
+    /// Wall-clock time the run took, in seconds.
     pub wall_s: f64,
+    /// Whether the run passed ([`Report::ok`]) when it finished.
     pub verify: bool,
 }
 
@@ -191,28 +208,47 @@ impl fmt::Display for Report {
 /// The sum of many runs.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Totals {
+    /// Runs added.
     pub runs: u64,
+    /// Runs that did not pass ([`Report::ok`]).
     pub failed: u64,
     /// Seeds of the failed runs.
     pub failed_seeds: Vec<u64>,
+    /// Messages asked for.
     pub messages: u64,
+    /// Messages completed and verified.
     pub completed: u64,
+    /// Those messages by operation.
     pub ops: OpCounts,
+    /// Payload bytes compared at their destination.
     pub bytes_verified: u64,
+    /// Request packets sent again (go-back-N).
     pub retransmitted: u64,
+    /// NAKs received: PSN sequence errors and RNR.
     pub naks: u64,
+    /// READ / atomic responses found missing by a later response.
     pub implied_naks: u64,
+    /// Local ACK timer expiries.
     pub timeouts: u64,
+    /// Completions with a status other than success.
     pub error_completions: u64,
+    /// Data, length, order or atomic results that differ from what was
+    /// sent or modelled.
     pub mismatches: u64,
+    /// Frames the receivers dropped for a bad ICRC.
     pub icrc_drops: u64,
+    /// What the links did to the frames.
     pub faults: Faults,
+    /// Virtual time of all runs, in nanoseconds.
     pub virtual_ns: u64,
+    /// Wall-clock time of all runs, in seconds.
     pub wall_s: f64,
+    /// At least one run, and every run passed.
     pub verify: bool,
 }
 
 impl Totals {
+    /// Counts one more run.
     pub fn add(&mut self, r: &Report) {
         self.runs += 1;
         if !r.ok() {
@@ -236,14 +272,17 @@ impl Totals {
         self.verify = self.failed == 0 && self.runs > 0;
     }
 
+    /// At least one run, and every run passed.
     pub fn ok(&self) -> bool {
         self.runs > 0 && self.failed == 0
     }
 
+    /// Simulated messages per wall-clock second, over all runs.
     pub fn msgs_per_wall_s(&self) -> f64 {
         self.completed as f64 / self.wall_s.max(1e-9)
     }
 
+    /// The one total line (with the first 20 failed seeds).
     pub fn line(&self) -> String {
         let mut failed = String::new();
         if self.failed > 0 {
