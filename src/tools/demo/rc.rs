@@ -33,7 +33,8 @@ pub struct RcDemoConfig {
 /// What happened.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RcDemoReport {
-    /// a's work requests completed (a's receives not counted).
+    /// a's work requests that completed successfully (b's receives not
+    /// counted).
     pub completed: u64,
     /// Bytes of those work requests checked against what was sent (8 per
     /// FETCH_ADD).
