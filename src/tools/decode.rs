@@ -12,7 +12,6 @@
 //! "roce frames" in the totals counts RoCE and malformed frames together:
 //! `roce = icrc ok + icrc bad + malformed`.
 
-#![allow(missing_docs)] // documented in a later commit
 use crate::wire::ext::{AckSyndrome, AtomicEthRepr, DethRepr, FethRepr, RethRepr};
 use crate::wire::{Error, Frame};
 use serde::Serialize;
@@ -22,10 +21,15 @@ use std::path::PathBuf;
 /// Totals over everything decoded so far.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Totals {
+    /// Frames to UDP port 4791: RoCE and malformed together.
     pub roce: u64,
+    /// RoCE frames whose ICRC matched.
     pub icrc_ok: u64,
+    /// RoCE frames whose ICRC did not match.
     pub icrc_bad: u64,
+    /// Frames to UDP port 4791 that did not parse.
     pub malformed: u64,
+    /// Frames that are not RoCE, or cut short by the capture.
     pub skipped: u64,
 }
 
@@ -56,51 +60,80 @@ pub struct AethLine {
     /// NAK reason, e.g. "psn-seq-err".
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nak: Option<&'static str>,
+    /// The message sequence number.
     pub msn: u32,
 }
 
 /// One RoCE frame's fields, as printed.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct RoceLine {
+    /// IP source address.
     pub src: String,
+    /// IP destination address.
     pub dst: String,
+    /// UDP source port (the flow's entropy).
     pub udp_sport: u16,
+    /// The 802.1Q VLAN ID, if tagged.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub vlan: Option<u16>,
+    /// The BTH opcode's name, e.g. "RC_SEND_ONLY" or "CNP".
     pub opcode: String,
+    /// The BTH opcode byte.
     pub opcode_num: u8,
+    /// BTH destination QP.
     pub dest_qp: u32,
+    /// BTH packet sequence number (24 bits).
     pub psn: u32,
+    /// BTH AckReq bit.
     pub ack_req: bool,
+    /// BTH solicited-event bit.
     pub solicited: bool,
+    /// BTH partition key.
     pub pkey: u16,
+    /// BTH BECN bit (set on a CNP).
     pub becn: bool,
+    /// IP DSCP.
     pub dscp: u8,
+    /// IP ECN codepoint's name, e.g. "ect0" or "ce".
     pub ecn: &'static str,
+    /// IPv4 TTL or IPv6 hop limit.
     pub ttl: u8,
+    /// DETH (UD): Q_Key and source QP.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deth: Option<DethRepr>,
     /// XRCETH: the XRC SRQ number.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub xrc_srq: Option<u32>,
+    /// FETH (FLUSH): selectivity level and placement type.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub feth: Option<FethRepr>,
+    /// RETH: virtual address, R_Key and DMA length.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reth: Option<RethRepr>,
+    /// AtomicETH: virtual address, R_Key, swap/add and compare data.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub atomic: Option<AtomicEthRepr>,
+    /// AETH, decoded.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub aeth: Option<AethLine>,
+    /// AtomicAckETH: the original remote data.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub atomic_ack: Option<u64>,
+    /// ImmDt: the immediate data.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub imm: Option<u32>,
+    /// IETH: the R_Key to invalidate.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ieth: Option<u32>,
+    /// Payload bytes, pad excluded.
     pub payload_len: usize,
+    /// Pad bytes (BTH PadCnt).
     pub pad: u8,
+    /// Whether the ICRC matched.
     pub icrc_ok: bool,
+    /// The ICRC carried.
     pub icrc: u32,
+    /// The ICRC computed, when it differs from the one carried.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub icrc_expected: Option<u32>,
 }
@@ -109,13 +142,20 @@ pub struct RoceLine {
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum Verdict {
+    /// A RoCE frame that parsed.
     Roce(Box<RoceLine>),
+    /// UDP to port 4791 that does not parse.
     Malformed {
+        /// IP source address ("?" when unknown).
         src: String,
+        /// IP destination address ("?" when unknown).
         dst: String,
+        /// Why it does not parse.
         error: String,
     },
+    /// Not RoCE, or cut short by the capture.
     Skipped {
+        /// What it is, e.g. "ARP Request" or "IPv4 TCP ...".
         what: String,
     },
 }
@@ -129,7 +169,9 @@ pub struct Line {
     pub ts_ns: u64,
     /// Seconds since the first frame of the file.
     pub time: f64,
+    /// The frame's length on the wire, in bytes.
     pub len: usize,
+    /// What the frame turned out to be.
     #[serde(flatten)]
     pub verdict: Verdict,
 }
@@ -158,6 +200,7 @@ pub mod linktype {
 /// Decodes frames one at a time and keeps the totals.
 #[derive(Debug, Default)]
 pub struct Decoder {
+    /// The totals over every frame decoded so far.
     pub totals: Totals,
     first_ts: Option<u64>,
     index: u64,
@@ -166,6 +209,7 @@ pub struct Decoder {
 }
 
 impl Decoder {
+    /// A decoder with zero totals.
     pub fn new() -> Decoder {
         Decoder::default()
     }

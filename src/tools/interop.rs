@@ -3,7 +3,6 @@
 //! DPDK port: open the config's port, run [`super::pingpong`] or
 //! [`super::perftest`] on it, print the report, the pcap and counters.
 
-#![allow(missing_docs)] // documented in a later commit
 use super::perftest::{self, AtomicKind, Test};
 use anyhow::{Context, Result};
 use std::net::IpAddr;
@@ -25,13 +24,20 @@ pub struct ToolAt {
 /// The options of `ferroce pingpong` (`ibv_rc_pingpong`'s).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PingpongCmd {
+    /// Where it runs and what it records.
     pub at: ToolAt,
+    /// Bytes per message (`-s`, default 4096).
     pub size: u32,
+    /// Messages each way (`-n`, default 1000).
     pub iters: u32,
     /// Path MTU in bytes: 256, 512, 1024, 2048 or 4096.
     pub mtu: u32,
+    /// Receives posted (`-r`, default 500).
     pub rx_depth: u32,
+    /// GID index (`-g`; default 0).
     pub gid_idx: Option<u8>,
+    /// Give up after this many ms, the exchange and the run
+    /// (`--timeout-ms`, default 30,000).
     pub timeout_ms: u64,
     /// The server's address; without it we are the server.
     pub server: Option<IpAddr>,
@@ -40,20 +46,35 @@ pub struct PingpongCmd {
 /// The options of a perftest command (perftest's).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PerftestCmd {
+    /// Where it runs and what it records.
     pub at: ToolAt,
+    /// Which test (the subcommand).
     pub test: Test,
+    /// Bytes per message (`-s`; default 65536 for bandwidth, 8 for atomics,
+    /// 2 for latency).
     pub size: Option<u64>,
+    /// Messages per QP (`-n`; default 5000 for write-bw, else 1000).
     pub iters: Option<u64>,
+    /// Run this many seconds instead of a count (`-D`, bandwidth tests).
     pub duration: Option<u32>,
     /// Path MTU in bytes we offer: 256 .. 4096.
     pub mtu: Option<u32>,
+    /// GID index (`-x`, default 0).
     pub gid_index: u8,
+    /// QPs, bandwidth tests (`-q`, default 1).
     pub qps: u32,
+    /// Work requests outstanding per QP (`-t`).
     pub tx_depth: Option<u32>,
+    /// Receives posted per QP, SEND tests (`-r`).
     pub rx_depth: Option<u32>,
+    /// One completion per this many work requests (`-Q`).
     pub cq_mod: Option<u32>,
+    /// The atomic of atomic-bw (`-A`, default FETCH_AND_ADD).
     pub atomic: AtomicKind,
+    /// Report Gbit/s instead of MiB/s (`--report_gbits`).
     pub report_gbits: bool,
+    /// Give up after this many ms without progress (`--timeout-ms`,
+    /// default 60,000).
     pub timeout_ms: u64,
     /// The server's address; without it we are the server.
     pub server: Option<IpAddr>,

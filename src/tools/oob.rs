@@ -20,20 +20,29 @@
 //! then per QP the [`perftest::Keys`] (108 bytes, with the GID); later
 //! synchronisations repeat the keys, and the end is `"done"`.
 
-#![allow(missing_docs)] // documented in a later commit
 use crate::wire::gid::{ip_of, Gid};
 use core::fmt;
 
 /// Why a message cannot be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum OobError {
+    /// The message is not of its fixed length.
     #[error("message of {got} bytes, expected {want}")]
-    Length { got: usize, want: usize },
+    Length {
+        /// Bytes received.
+        got: usize,
+        /// Bytes the message has.
+        want: usize,
+    },
+    /// No NUL, or not UTF-8 before it.
     #[error("message is not NUL-terminated text")]
     NotText,
+    /// A field that does not read as it should.
     #[error("field {field} is not {what}")]
     Field {
+        /// The field's name, e.g. "qpn".
         field: &'static str,
+        /// What it should be, e.g. "hex of the right width".
         what: &'static str,
     },
 }
@@ -85,13 +94,18 @@ pub mod pingpong {
     /// One side's QP address: LID (0 on RoCE), QPN, first PSN, GID.
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub struct Dest {
+        /// The LID (0 on RoCE).
         pub lid: u16,
+        /// The QP number (24 bits).
         pub qpn: u32,
+        /// The first PSN (24 bits).
         pub psn: u32,
+        /// The GID: the side's IP address (IPv4-mapped for IPv4).
         pub gid: Gid,
     }
 
     impl Dest {
+        /// The message: four fields in hex, QPN and PSN cut to 24 bits.
         pub fn emit(&self) -> [u8; MSG_LEN] {
             let mut gid = String::with_capacity(32);
             for b in self.gid {
@@ -105,6 +119,7 @@ pub mod pingpong {
             ))
         }
 
+        /// Reads the peer's message; errs on a wrong length or field.
         pub fn parse(msg: &[u8]) -> Result<Dest, OobError> {
             let t = text(msg, MSG_LEN)?;
             let f: Vec<&str> = t.split(':').collect();
@@ -148,19 +163,26 @@ pub mod perftest {
     /// One QP's keys (`struct pingpong_dest` as `KEY_PRINT_FMT_GID` writes it).
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub struct Keys {
+        /// The LID (0 on RoCE).
         pub lid: u16,
         /// READs / atomics the QP lets the peer have outstanding.
         pub out_reads: u16,
+        /// The QP number (24 bits).
         pub qpn: u32,
+        /// The first PSN (24 bits).
         pub psn: u32,
+        /// The R_Key of the region the peer targets.
         pub rkey: u32,
+        /// The address of the slot the peer's WRITEs, READs and atomics target.
         pub vaddr: u64,
+        /// The GID: the side's IP address (IPv4-mapped for IPv4).
         pub gid: Gid,
         /// XRC SRQ number (0 otherwise).
         pub srqn: u32,
     }
 
     impl Keys {
+        /// The message (`KEY_PRINT_FMT_GID`), QPN and PSN cut to 24 bits.
         pub fn emit(&self) -> [u8; KEYS_LEN] {
             let mut s = format!(
                 "{:04x}:{:04x}:{:06x}:{:06x}:{:08x}:{:016x}:",
@@ -178,6 +200,7 @@ pub mod perftest {
             fixed(&s)
         }
 
+        /// Reads the peer's message; errs on a wrong length or field.
         pub fn parse(msg: &[u8]) -> Result<Keys, OobError> {
             let t = text(msg, KEYS_LEN)?;
             let f: Vec<&str> = t.split(':').collect();
@@ -245,6 +268,7 @@ pub mod perftest {
         v.to_be_bytes()
     }
 
+    /// Reads a 4-byte big-endian integer; errs on another length.
     pub fn parse_int(msg: &[u8]) -> Result<i32, OobError> {
         let b: [u8; 4] = msg.try_into().map_err(|_| OobError::Length {
             got: msg.len(),
@@ -259,6 +283,7 @@ pub mod perftest {
         [b'0' + ibv_mtu.min(9), 0]
     }
 
+    /// Reads the path MTU message: an `ibv_mtu` value in 1..=5.
     pub fn parse_mtu(msg: &[u8]) -> Result<u8, OobError> {
         let t = text(msg, 2)?;
         match t.parse::<u8>() {

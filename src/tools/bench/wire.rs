@@ -4,7 +4,6 @@
 //! hold on a noisy host. The sample frame is [`sample`], which the criterion
 //! version (`benches/wire.rs`) measures too.
 
-#![allow(missing_docs)] // documented in a later commit
 use crate::wire::frame::ICRC_LEN;
 use crate::wire::opcode::Op;
 use crate::wire::{icrc, BthRepr, Ecn, Frame, FrameRepr, IpRepr, MacAddr, Opcode, Psn};
@@ -27,7 +26,9 @@ pub struct WireOpts {
 /// The frame measured: an RC SEND_ONLY with AckReq over IPv4 (ECT(0), DSCP
 /// 26) and its payload of `len` bytes.
 pub struct Sample {
+    /// The headers the frame was emitted from.
     pub repr: FrameRepr,
+    /// The payload: bytes 0, 1, 2, ... (mod 256).
     pub payload: Vec<u8>,
     /// The emitted frame, ICRC included.
     pub frame: Vec<u8>,

@@ -6,7 +6,6 @@
 //! (every RoCE frame well formed, every ICRC good). [`rc`] is the RC
 //! transport's part of the demo; `run` is the command on DPDK ports.
 
-#![allow(missing_docs)] // documented in a later commit
 pub mod rc;
 #[cfg(feature = "dpdk")]
 pub mod run;
@@ -202,8 +201,11 @@ pub fn decode_file(path: &Path) -> Result<Totals> {
 
 /// The end of a port: its queue, our MAC and address there.
 pub struct End<B> {
+    /// The port's queue the tools send and receive on.
     pub queue: B,
+    /// Our MAC on the port.
     pub mac: MacAddr,
+    /// Our IPv4 address on the port.
     pub ip: Ipv4Addr,
     /// The largest frame the port carries.
     pub max_frame: usize,

@@ -4,7 +4,6 @@
 //! RDMA READ, SEND and FETCH_ADD with a bounded window; each result is
 //! checked when its completion arrives.
 
-#![allow(missing_docs)] // documented in a later commit
 use crate::backend::{Backend, Burst};
 use crate::host::pump::pump;
 use crate::time::{Clock, Duration, Instant};
@@ -23,6 +22,7 @@ pub struct RcDemoConfig {
     pub msgs: u64,
     /// Bytes per WRITE, READ and SEND.
     pub size: u32,
+    /// The path MTU both QPs are connected with.
     pub mtu: Mtu,
     /// Work requests outstanding at once.
     pub window: u32,
@@ -33,16 +33,24 @@ pub struct RcDemoConfig {
 /// What happened.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RcDemoReport {
+    /// a's work requests that completed successfully (b's receives not
+    /// counted).
     pub completed: u64,
+    /// Bytes of those work requests checked against what was sent (8 per
+    /// FETCH_ADD).
     pub bytes_verified: u64,
     /// Completions with an error status, and results that did not match.
     pub failures: Vec<String>,
+    /// From the first post until the cycle ended (done, failed or timed out).
     pub elapsed: Duration,
+    /// a's QP counters at the end.
     pub a: QpCounters,
+    /// b's QP counters at the end.
     pub b: QpCounters,
 }
 
 impl RcDemoReport {
+    /// Whether all `cfg.msgs` work requests completed and nothing failed.
     pub fn ok(&self, cfg: &RcDemoConfig) -> bool {
         self.failures.is_empty() && self.completed == cfg.msgs
     }

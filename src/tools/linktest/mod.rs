@@ -4,7 +4,6 @@
 //! the wire between) end to end, and is what `ferroce demo` and
 //! `ferroce linktest` run (`run`: the command on a DPDK port).
 
-#![allow(missing_docs)] // documented in a later commit
 #[cfg(feature = "dpdk")]
 pub mod run;
 
@@ -17,6 +16,7 @@ use crate::wire::{Frame, IpRepr, Opcode};
 /// What one end saw.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LinkReport {
+    /// Probe frames sent (by the answerer: answers sent).
     pub sent: u64,
     /// Probe frames received and matched byte for byte.
     pub verified: u64,
@@ -71,6 +71,7 @@ pub struct Sender {
     count: u64,
     window: u64,
     scratch: Vec<u8>,
+    /// What this end saw so far.
     pub report: LinkReport,
 }
 
@@ -144,6 +145,7 @@ pub struct Responder {
     learned: bool,
     count: u64,
     scratch: Vec<u8>,
+    /// What this end saw so far.
     pub report: LinkReport,
 }
 
@@ -216,9 +218,13 @@ pub struct LinktestOpts {
     pub port: String,
     /// This end sends probes (else it answers them).
     pub send: bool,
+    /// Probes to send (`linktest.count`, default 100,000).
     pub count: Option<u64>,
+    /// Payload bytes per probe (`linktest.payload`, default 1024).
     pub payload: Option<usize>,
+    /// Probes in flight at most (`linktest.window`, default 64).
     pub window: Option<u64>,
+    /// Give up after this many ms (`linktest.timeout_ms`, default 20,000).
     pub timeout_ms: Option<u64>,
     /// The peer's IPv4 address (default: ours with the last byte + 1 for
     /// the sender, - 1 for the answerer).

@@ -27,7 +27,6 @@
 //! 12, timeout 14, `retry_cnt` 7, `rnr_retry` 7, hop limit 255,
 //! `max_dest_rd_atomic` = our `out_reads`, `max_rd_atomic` = the peer's.
 
-#![allow(missing_docs)] // documented in a later commit
 pub mod channel;
 pub mod report;
 mod run;
@@ -48,29 +47,42 @@ use std::net::SocketAddr;
 /// The seven tools.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize)]
 pub enum Test {
+    /// `ib_write_bw`: RDMA WRITE bandwidth.
     WriteBw,
+    /// `ib_read_bw`: RDMA READ bandwidth.
     ReadBw,
+    /// `ib_send_bw`: SEND bandwidth.
     SendBw,
+    /// `ib_atomic_bw`: FETCH_ADD or CMP_SWAP rate.
     AtomicBw,
+    /// `ib_write_lat`: RDMA WRITE ping-pong latency.
     WriteLat,
+    /// `ib_read_lat`: RDMA READ latency, one at a time.
     ReadLat,
+    /// `ib_send_lat`: SEND ping-pong latency.
     SendLat,
 }
 
 /// The operation a test measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verb {
+    /// SEND (with receives posted at the peer).
     Send,
+    /// RDMA WRITE.
     Write,
+    /// RDMA READ.
     Read,
+    /// FETCH_ADD or CMP_SWAP.
     Atomic,
 }
 
 /// The atomic of atomic-bw (`-A`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum AtomicKind {
+    /// Fetch and add (`FETCH_AND_ADD`).
     #[value(name = "FETCH_AND_ADD")]
     FetchAndAdd,
+    /// Compare and swap (`CMP_AND_SWAP`).
     #[value(name = "CMP_AND_SWAP")]
     CmpAndSwap,
 }
@@ -89,6 +101,7 @@ enum Step {
 }
 
 impl Test {
+    /// The seven tools, bandwidth tests first.
     pub const ALL: [Test; 7] = [
         Test::WriteBw,
         Test::ReadBw,
@@ -99,6 +112,7 @@ impl Test {
         Test::SendLat,
     ];
 
+    /// The operation the test measures.
     pub fn verb(self) -> Verb {
         match self {
             Test::WriteBw | Test::WriteLat => Verb::Write,
@@ -108,6 +122,7 @@ impl Test {
         }
     }
 
+    /// Whether it is a bandwidth test (else a latency test).
     pub fn is_bw(self) -> bool {
         matches!(
             self,
@@ -146,6 +161,7 @@ impl Test {
 /// defaults where `None`.
 #[derive(Debug, Clone)]
 pub struct Opts {
+    /// Which tool.
     pub test: Test,
     /// `-s`: bytes per message (default 65536 for bandwidth, 2 for
     /// latency, 8 for atomics).
@@ -180,6 +196,8 @@ pub struct Opts {
 }
 
 impl Opts {
+    /// `test` with perftest's defaults: TCP port 18515, one QP, GID index
+    /// 0, FETCH_AND_ADD, MiB/s, a 60 s timeout, device "ferroce0".
     pub fn new(test: Test) -> Opts {
         Opts {
             test,
@@ -205,16 +223,25 @@ impl Opts {
 /// (`init_perftest_params`, `force_dependecies`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Params {
+    /// Which tool.
     pub test: Test,
+    /// Bytes per message.
     pub size: u64,
     /// Messages per QP (0 with a duration).
     pub iters: u64,
+    /// Seconds to run instead of a count (bandwidth tests).
     pub duration: Option<u32>,
+    /// QPs (1 for latency tests).
     pub qps: u32,
+    /// Work requests outstanding per QP (capped at `iters` in a counted run).
     pub tx_depth: u32,
+    /// Receives posted per QP (1 unless a SEND test; capped like `tx_depth`).
     pub rx_depth: u32,
+    /// One completion per this many work requests, in `1..=tx_depth`.
     pub cq_mod: u32,
+    /// The atomic of atomic-bw.
     pub atomic: AtomicKind,
+    /// Report Gbit/s instead of MiB/s.
     pub gbits: bool,
 }
 
@@ -226,6 +253,8 @@ const CACHE_LINE: u32 = 64;
 const CQ_MOD_LIMIT: u64 = 8192;
 
 impl Params {
+    /// Applies the defaults to `o`; errs on options perftest (or we)
+    /// reject, naming the flag.
     pub fn from_opts(o: &Opts) -> Result<Params> {
         let t = o.test;
         let size = o.size.unwrap_or(match t {
@@ -337,7 +366,9 @@ impl Params {
 /// The result of one run.
 #[derive(Debug, Clone)]
 pub enum Outcome {
+    /// A bandwidth test's figures.
     Bw(BwReport),
+    /// A latency test's figures.
     Lat(LatReport),
     /// The passive side of a latency test prints no numbers.
     None,
@@ -346,9 +377,13 @@ pub enum Outcome {
 /// What happened, for the caller to print and check.
 #[derive(Debug, Clone)]
 pub struct Report {
+    /// The parameters the run used.
     pub params: Params,
+    /// Our QPs' keys, as sent to the peer.
     pub local: Vec<Keys>,
+    /// The peer's QPs' keys, as received.
     pub remote: Vec<Keys>,
+    /// The figures (the passive side of a latency test has none).
     pub outcome: Outcome,
     /// The QPs' counters, summed.
     pub counters: QpCounters,

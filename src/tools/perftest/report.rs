@@ -3,7 +3,6 @@
 //! `perftest_communication.c`: `ctx_print_pingpong_data`), in the form of
 //! perftest 6.06, the version whose exchange the tools speak.
 
-#![allow(missing_docs)] // documented in a later commit
 use crate::tools::oob::perftest::Keys;
 use std::io::{self, Write};
 
@@ -14,11 +13,13 @@ pub const RESULT_LINE: &str =
 /// One bandwidth result (`struct bw_report_data`).
 #[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize)]
 pub struct BwReport {
+    /// Bytes per message.
     pub size: u64,
     /// Messages counted (all QPs).
     pub iters: u64,
     /// Best rate over any run of consecutive messages (0: not measured).
     pub bw_peak: f64,
+    /// The rate over the whole run (MiB/s, or Gbit/s with `gbits`).
     pub bw_avg: f64,
     /// Million messages per second.
     pub msg_rate: f64,
@@ -105,15 +106,24 @@ pub fn peak_ns(posted: &[u64], completed: &[u64], cq_mod: usize) -> Option<f64> 
 /// One latency result (`print_report_lat`), in microseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize)]
 pub struct LatReport {
+    /// Bytes per message.
     pub size: u64,
+    /// Posts measured (one more than the samples).
     pub iters: u64,
+    /// The smallest sample.
     pub t_min: f64,
+    /// The first sample above those kept (the tail's smaller one), as
+    /// perftest takes it.
     pub t_max: f64,
-    /// The median.
+    /// The median of the samples kept.
     pub t_typical: f64,
+    /// The mean of the samples kept.
     pub t_avg: f64,
+    /// The standard deviation of the samples kept (population).
     pub t_stdev: f64,
+    /// The 99th percentile.
     pub p99: f64,
+    /// The 99.9th percentile.
     pub p999: f64,
 }
 
@@ -156,6 +166,7 @@ impl LatReport {
         })
     }
 
+    /// The table header (`RESULT_FMT_LAT`).
     pub const HEADER: &'static str = " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] ";
 
     /// The row (`REPORT_FMT_LAT`).
@@ -177,13 +188,21 @@ impl LatReport {
 
 /// What the banner says.
 pub struct Banner<'a> {
+    /// The test's title, e.g. "RDMA_Write BW Test".
     pub title: &'a str,
+    /// `Device`: the device name.
     pub device: &'a str,
+    /// `Number of qps`.
     pub qps: u32,
+    /// `TX depth`, when shown.
     pub tx_depth: Option<u32>,
+    /// `RX depth`, when shown.
     pub rx_depth: Option<u32>,
+    /// `CQ Moderation`, when shown.
     pub cq_mod: Option<u32>,
+    /// `Mtu`: the path MTU in bytes.
     pub mtu_bytes: u32,
+    /// `GID index`.
     pub gid_index: u8,
     /// `Outstand reads` for READ and atomics, else `Max inline data`.
     pub out_reads: Option<u16>,

@@ -31,10 +31,8 @@
 //! run them over the loopback and UDP backends without DPDK; `run` (with
 //! the `dpdk` feature) is the command's whole job.
 
-#![allow(missing_docs)] // documented in a later commit
 use crate::backend::{Backend, Burst, FrameBuf};
 use crate::host::pump::pump_with;
-use crate::sim::stats::{median, percentile};
 use crate::time::{Clock, Duration, Instant};
 use crate::transport::connect::{connect_qp, ConnectParams};
 use crate::transport::{
@@ -44,8 +42,10 @@ use crate::transport::{
 use crate::wire::MacAddr;
 use core::net::IpAddr;
 use serde::Serialize;
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
+
+mod report;
+pub use report::{E2eReport, Latency, Ratio, Round, TARGETS};
 
 /// The size of the goodput run's messages.
 pub const BIG: usize = 64 << 10;
@@ -77,13 +77,16 @@ pub struct QpParams {
     pub cq_mod: u32,
     /// Request PSNs in flight at most (the transport's `max_inflight`).
     pub inflight: u32,
+    /// The path MTU both QPs are connected with.
     pub mtu: Mtu,
 }
 
 /// One end: a transport device with one QP, its CQ and memory region, and
 /// what pumping it over a backend keeps between rounds.
 pub struct Engine<T> {
+    /// The transport device.
     pub dev: Device,
+    /// Its one QP's number.
     pub qp: u32,
     cq: CqId,
     mr: MrKeys,
@@ -93,6 +96,9 @@ pub struct Engine<T> {
 }
 
 impl<T: FrameBuf> Engine<T> {
+    /// A device at `mac`/`ip` with one RC QP (settings `p`), one CQ of 4096
+    /// entries and a region of `2 * SLOTS * BIG` bytes; errs when `p` is out
+    /// of range.
     pub fn new(mac: MacAddr, ip: IpAddr, p: &QpParams) -> anyhow::Result<Engine<T>> {
         anyhow::ensure!(
             p.sq_depth >= 1 && p.cq_mod >= 1 && p.cq_mod <= p.sq_depth,
@@ -156,6 +162,7 @@ impl<T: FrameBuf> Engine<T> {
         }
     }
 
+    /// The QP's counters (zero when the QP is gone).
     pub fn counters(&self) -> QpCounters {
         self.dev.qp_counters(self.qp).copied().unwrap_or_default()
     }
@@ -201,6 +208,7 @@ pub fn connect<T: FrameBuf>(a: &mut Engine<T>, b: &mut Engine<T>, mtu: Mtu) -> a
 
 /// One end's share of a workload: what its thread does once per poll.
 pub trait Side<B: Backend> {
+    /// One poll: pump `port`, post and reap what the workload needs.
     fn step<C: Clock>(&mut self, clock: &C, port: &mut B);
     /// Whether the workload is over (asked of the driving side only).
     fn done(&self) -> bool {
@@ -510,6 +518,7 @@ pub struct Rate {
     pub frames: u64,
     /// Payload bytes delivered.
     pub bytes: u64,
+    /// Wall time of the run, in seconds.
     pub secs: f64,
     /// Request packets sent again (go-back-N).
     pub retransmitted: u64,
@@ -518,12 +527,15 @@ pub struct Rate {
 }
 
 impl Rate {
+    /// Messages per second.
     pub fn msgs_per_s(&self) -> f64 {
         self.msgs as f64 / self.secs.max(1e-9)
     }
+    /// Frames per second, both directions.
     pub fn frames_per_s(&self) -> f64 {
         self.frames as f64 / self.secs.max(1e-9)
     }
+    /// Payload goodput, in Gbit/s (10^9 bits per second).
     pub fn gbit_per_s(&self) -> f64 {
         self.bytes as f64 * 8.0 / self.secs.max(1e-9) / 1e9
     }
@@ -594,9 +606,13 @@ fn settle<B: Backend, C: Clock>(
 
 /// What a workload needs besides the two ends.
 pub struct Run<'c, C, G> {
+    /// How the two ends are driven.
     pub threads: Threads,
+    /// The clock runs are timed on.
     pub clock: &'c C,
+    /// The time limit of each run.
     pub limit: Duration,
+    /// What the second end's thread calls first (see [`drive`]).
     pub register: &'c (dyn Fn() -> G + Sync),
 }
 
@@ -861,6 +877,7 @@ pub fn copy_crc<C: Clock>(
 /// What to run (the command line's options).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct E2eOpts {
+    /// Measured rounds, after one warm-up round at a tenth of the counts.
     pub rounds: usize,
     /// 64 B WRITEs per rate run (and echoed frames per echo run).
     pub msgs: u64,
@@ -868,303 +885,14 @@ pub struct E2eOpts {
     pub big_msgs: u64,
     /// Round trips per latency run.
     pub lat_iters: u64,
-    /// The time limit of each run.
+    /// The time limit of each run, in seconds.
     pub secs: f64,
+    /// The QP settings of every engine.
     pub qp: QpParams,
+    /// How the two ends are driven.
     pub threads: Threads,
     /// Kernel socket buffer size asked for the UDP backend (bytes).
     pub socket_buf: usize,
-}
-
-/// Round-trip percentiles, over the samples of every round.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
-pub struct Latency {
-    pub samples: u64,
-    pub p50_us: f64,
-    pub p99_us: f64,
-}
-
-impl Latency {
-    pub fn of(mut v: Vec<u64>) -> Latency {
-        v.sort_unstable();
-        Latency {
-            samples: v.len() as u64,
-            p50_us: percentile(&v, 50.0) as f64 / 1e3,
-            p99_us: percentile(&v, 99.0) as f64 / 1e3,
-        }
-    }
-}
-
-/// One round's rate figures.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
-pub struct Round {
-    /// a: 64 B WRITEs between the engines over DPDK.
-    pub engine_64: Rate,
-    /// c: the same over the UDP socket backend.
-    pub udp_64: Rate,
-    /// d: the bare echo of frames of the same size.
-    pub echo: Rate,
-    /// e: one core's copy + CRC-32.
-    pub copy_crc: Rate,
-    /// b: 64 KiB WRITEs over DPDK.
-    pub engine_64k: Rate,
-    /// b over UDP.
-    pub udp_64k: Rate,
-}
-
-impl Round {
-    /// The three ratios the targets are about.
-    fn ratios(&self) -> [f64; 3] {
-        [
-            self.engine_64.msgs_per_s() / self.udp_64.msgs_per_s(),
-            self.engine_64.frames_per_s() / self.echo.frames_per_s(),
-            self.engine_64k.gbit_per_s() / self.copy_crc.gbit_per_s(),
-        ]
-    }
-}
-
-/// A ratio against its target.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Ratio {
-    pub name: &'static str,
-    /// Median over rounds of the ratio taken within each round.
-    pub median: f64,
-    pub min: f64,
-    pub max: f64,
-    pub target: f64,
-    pub met: bool,
-}
-
-/// Everything `ferroce bench e2e` measured.
-#[derive(Debug, Clone, Serialize)]
-pub struct E2eReport {
-    pub opts: E2eOpts,
-    /// Bytes of one 64 B WRITE frame (the echo's frame size).
-    pub frame_len_64: usize,
-    pub hugepages: bool,
-    /// The UDP sockets' receive and send buffers as the kernel granted them.
-    pub udp_socket_buffers: (usize, usize),
-    pub rounds: Vec<Round>,
-    pub send_lat: Latency,
-    pub echo_rtt: Latency,
-    pub udp_send_lat: Latency,
-    pub ratios: Vec<Ratio>,
-    /// Runs the time limit cut short (name and round).
-    pub cut_short: Vec<String>,
-}
-
-/// The targets: engine / UDP message rate, engine / echo frame rate,
-/// goodput / copy+CRC.
-pub const TARGETS: [(&str, f64); 3] = [
-    ("engine / UDP-backend 64 B message rate", 5.0),
-    ("engine / bare-echo 64 B frame rate", 0.5),
-    ("64 KiB goodput / copy+CRC-32 limit", 0.7),
-];
-
-impl E2eReport {
-    /// Fills the ratios from the rounds.
-    pub fn summarise(&mut self) {
-        self.ratios = TARGETS
-            .iter()
-            .enumerate()
-            .map(|(k, &(name, target))| {
-                let v: Vec<f64> = self.rounds.iter().map(|r| r.ratios()[k]).collect();
-                let med = median(v.clone());
-                Ratio {
-                    name,
-                    median: med,
-                    min: v.iter().copied().fold(f64::INFINITY, f64::min),
-                    max: v.iter().copied().fold(f64::NEG_INFINITY, f64::max),
-                    target,
-                    met: med >= target,
-                }
-            })
-            .collect();
-    }
-
-    /// The table `ferroce bench e2e` prints.
-    pub fn table(&self) -> String {
-        let mut s = String::new();
-        self.heading(&mut s);
-        self.rates(&mut s);
-        self.round_trips(&mut s);
-        self.ratio_lines(&mut s);
-        for c in &self.cut_short {
-            let _ = writeln!(s, "  note: {c} stopped at the time limit before its count");
-        }
-        s
-    }
-
-    /// What ran: rounds, threads, memory, QP settings.
-    fn heading(&self, s: &mut String) {
-        let o = &self.opts;
-        let _ = writeln!(
-            s,
-            "ferroce bench e2e: {} rounds, {}, DPDK ring pair ({}); figures are medians over rounds [min .. max]",
-            self.rounds.len(),
-            match o.threads {
-                Threads::One => "one thread drives both engines",
-                Threads::Two => "a thread per engine",
-            },
-            if self.hugepages {
-                "hugepages"
-            } else {
-                "no hugepages"
-            },
-        );
-        let _ = writeln!(
-            s,
-            "  QP: SQ depth {}, 1 in {} WRITEs signaled, {} PSNs in flight, path MTU {}; UDP socket buffers {} / {} B",
-            o.qp.sq_depth,
-            o.qp.cq_mod,
-            o.qp.inflight,
-            o.qp.mtu.bytes(),
-            self.udp_socket_buffers.0,
-            self.udp_socket_buffers.1
-        );
-    }
-
-    /// The rates and ceilings, a to e: each round's, as median [min .. max].
-    fn rates(&self, s: &mut String) {
-        let o = &self.opts;
-        let col = |f: &dyn Fn(&Round) -> f64| -> (f64, f64, f64) {
-            let v: Vec<f64> = self.rounds.iter().map(f).collect();
-            let min = v.iter().copied().fold(f64::INFINITY, f64::min);
-            let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-            (median(v), min, max)
-        };
-        let retrans = |f: &dyn Fn(&Round) -> &Rate| -> u64 {
-            self.rounds.iter().map(|r| f(r).retransmitted).sum()
-        };
-        let _ = writeln!(
-            s,
-            "\n  {:<4}{:<48} {:>9} {:<11} {:>20}  note",
-            "", "rate", "median", "unit", "[min .. max]"
-        );
-        let mut row =
-            |tag: &str, name: String, (m, lo, hi): (f64, f64, f64), unit: &str, note: String| {
-                let _ = writeln!(
-                    s,
-                    "  {:<4}{:<48} {:>9.3} {:<11} {:>20}  {}",
-                    tag,
-                    name,
-                    m,
-                    unit,
-                    format!("[{lo:.3} .. {hi:.3}]"),
-                    note
-                );
-            };
-        let fl = self.frame_len_64;
-        row(
-            "a",
-            "engine 64 B WRITE, DPDK".into(),
-            col(&|r| r.engine_64.msgs_per_s() / 1e6),
-            "M msgs/s",
-            format!(
-                "{:.3} M frames/s both ways, {} retransmitted",
-                col(&|r| r.engine_64.frames_per_s() / 1e6).0,
-                retrans(&|r| &r.engine_64)
-            ),
-        );
-        row(
-            "c",
-            "engine 64 B WRITE, UDP socket backend".into(),
-            col(&|r| r.udp_64.msgs_per_s() / 1e6),
-            "M msgs/s",
-            format!(
-                "{:.3} M frames/s both ways, {} retransmitted",
-                col(&|r| r.udp_64.frames_per_s() / 1e6).0,
-                retrans(&|r| &r.udp_64)
-            ),
-        );
-        row(
-            "d",
-            format!("bare DPDK echo, {fl} B frames"),
-            col(&|r| r.echo.frames_per_s() / 1e6),
-            "M frames/s",
-            format!(
-                "both ways ({:.3} M echoes/s)",
-                col(&|r| r.echo.msgs_per_s() / 1e6).0
-            ),
-        );
-        row(
-            "b",
-            format!("engine 64 KiB WRITE, DPDK, MTU {}", o.qp.mtu.bytes()),
-            col(&|r| r.engine_64k.gbit_per_s()),
-            "Gbit/s",
-            format!("goodput, {} retransmitted", retrans(&|r| &r.engine_64k)),
-        );
-        row(
-            "b,c",
-            "engine 64 KiB WRITE, UDP socket backend".into(),
-            col(&|r| r.udp_64k.gbit_per_s()),
-            "Gbit/s",
-            format!("goodput, {} retransmitted", retrans(&|r| &r.udp_64k)),
-        );
-        row(
-            "e",
-            format!(
-                "memcpy + CRC-32, 64 KiB in {} KiB chunks, 1 core",
-                CHUNK >> 10
-            ),
-            col(&|r| r.copy_crc.gbit_per_s()),
-            "Gbit/s",
-            "the goodput ceiling".into(),
-        );
-    }
-
-    /// The round trips, f: every round's samples together.
-    fn round_trips(&self, s: &mut String) {
-        let _ = writeln!(
-            s,
-            "\n  {:<4}{:<48} {:>9} {:>11} {:>20}",
-            "", "round trip, one in flight (every round's samples)", "p50 us", "p99 us", "samples"
-        );
-        for (tag, name, l) in [
-            ("f", "send-lat 64 B SEND ping-pong, DPDK", &self.send_lat),
-            ("f", "bare DPDK echo of one frame", &self.echo_rtt),
-            (
-                "f,c",
-                "send-lat 64 B SEND ping-pong, UDP socket backend",
-                &self.udp_send_lat,
-            ),
-        ] {
-            let _ = writeln!(
-                s,
-                "  {:<4}{:<48} {:>9.2} {:>11.2} {:>20}",
-                tag, name, l.p50_us, l.p99_us, l.samples
-            );
-        }
-    }
-
-    /// The ratios against their targets.
-    fn ratio_lines(&self, s: &mut String) {
-        let _ = writeln!(
-            s,
-            "\n  {:<52} {:>9} {:>11} {:>20}",
-            "ratio (each round's, then the median)", "median", "target", "[min .. max]"
-        );
-        for r in &self.ratios {
-            let _ = writeln!(
-                s,
-                "  {:<52} {:>9.3} {:>11} {:>20}  {}",
-                r.name,
-                r.median,
-                format!(">= {}", r.target),
-                format!("[{:.3} .. {:.3}]", r.min, r.max),
-                if r.met { "met" } else { "NOT met" }
-            );
-        }
-        let _ = writeln!(
-            s,
-            "  {:<52} {:>9.3} {:>11} {:>20}  p99: {:.3}",
-            "send-lat / echo round trip, p50",
-            self.send_lat.p50_us / self.echo_rtt.p50_us,
-            "-",
-            "",
-            self.send_lat.p99_us / self.echo_rtt.p99_us
-        );
-    }
 }
 
 #[cfg(feature = "dpdk")]
@@ -1334,6 +1062,7 @@ mod tests {
     use crate::backend::loopback::{self, LoopbackPort};
     use crate::backend::udp::UdpPort;
     use crate::backend::WallClock;
+    use crate::sim::stats::percentile;
 
     fn params() -> QpParams {
         QpParams {
