@@ -129,7 +129,6 @@
 //! variants and sweeps write them (`workload.0.hosts`).
 
 #![deny(unsafe_code)]
-#![allow(missing_docs)] // documented in a later commit
 use crate::config::FileError;
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
@@ -169,6 +168,7 @@ pub const MAX_SAMPLES: u64 = 2_000_000;
 /// Why an experiment description cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum LabConfigError {
+    /// The file could not be read, or is not TOML of this schema.
     #[error(transparent)]
     File(#[from] FileError),
     /// A value out of range or inconsistent with another; `key` is its
@@ -176,9 +176,13 @@ pub enum LabConfigError {
     /// variants or a sweep.
     #[error("{path}: {}{key}: {msg}", run_prefix(.run))]
     Invalid {
+        /// The experiment file, as it is named in messages.
         path: String,
+        /// The run whose settings hold the value, when the file has variants or a sweep.
         run: Option<String>,
+        /// The value's dotted key (`workload.0.hosts`).
         key: String,
+        /// What is wrong with the value.
         msg: String,
     },
 }
@@ -300,9 +304,13 @@ impl<'de> Deserialize<'de> for Names {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct LabConfig {
+    /// `name` (required): the experiment's name, and its run's name when it has no variants or
+    /// sweep.
     pub name: String,
+    /// `description` (default empty): one paragraph for the summary.
     #[serde(default)]
     pub description: String,
+    /// `seed` (default 1): seeds the workloads' random streams and the simulated fabric.
     #[serde(default = "default_seed")]
     pub seed: u64,
     /// The posting phase: workloads start flows within it; the run then
@@ -312,21 +320,32 @@ pub struct LabConfig {
     /// The longest the run may drain; absent: the runner's bound.
     #[serde(default)]
     pub drain_limit_us: Option<f64>,
+    /// `queue_sample_ns` (default 1000): how often egress queue depths are sampled,
+    /// nanoseconds.
     #[serde(default = "default_queue_sample_ns")]
     pub queue_sample_ns: f64,
+    /// `rate_sample_us` (default 10): how often each flow's goodput and controller rate are
+    /// sampled, microseconds.
     #[serde(default = "default_rate_sample_us")]
     pub rate_sample_us: f64,
+    /// The `[topology]` table (required).
     pub topology: TopologyConfig,
+    /// The `[switch]` table (default: [`SwitchConfig::default`]).
     #[serde(default)]
     pub switch: SwitchConfig,
+    /// The `[transport]` table (default: [`TransportConfig::default`]).
     #[serde(default)]
     pub transport: TransportConfig,
+    /// The `[[workload]]` tables, in file order (at least one).
     #[serde(rename = "workload")]
     pub workloads: Vec<WorkloadConfig>,
+    /// The `[[link_event]]` tables, in file order (default none).
     #[serde(default, rename = "link_event")]
     pub link_events: Vec<LinkEventConfig>,
+    /// The `[[route]]` tables: static routes, in file order (default none).
     #[serde(default, rename = "route")]
     pub routes: Vec<RouteConfig>,
+    /// The `[output]` table (default: [`OutputConfig::default`]).
     #[serde(default)]
     pub output: OutputConfig,
     /// Read by [`super::plan::LabFile`]; here so that the file reads as one table.
@@ -387,7 +406,9 @@ impl TopologyKind {
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct LinkParams {
+    /// `rate_gbps` (default 100): the link's rate, Gb/s.
     pub rate_gbps: f64,
+    /// `delay_us` (default 1.0): the link's one-way propagation delay, microseconds.
     pub delay_us: f64,
 }
 
@@ -414,18 +435,23 @@ impl LinkParams {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct TopologyConfig {
+    /// `kind` (required): the topology's shape.
     pub kind: TopologyKind,
-    /// incast
+    /// `senders`: incast only (required there): the number of sending hosts.
     pub senders: Option<usize>,
-    /// dumbbell
+    /// `pairs`: dumbbell only (required there): the hosts on each side.
     pub pairs: Option<usize>,
-    /// leaf-spine
+    /// `leaves`: leaf-spine only (required there): the number of leaf switches.
     pub leaves: Option<usize>,
+    /// `spines`: leaf-spine only (required there): the number of spine switches.
     pub spines: Option<usize>,
+    /// `hosts_per_leaf`: leaf-spine only (required there): the hosts on each leaf.
     pub hosts_per_leaf: Option<usize>,
-    /// custom
+    /// `switches`: custom only (at least one): the switch names.
     pub switches: Option<Vec<String>>,
+    /// `hosts`: custom only (at least one): the hosts and the switch each is attached to.
     pub hosts: Option<Vec<CustomHost>>,
+    /// `links`: custom only (default none): the switch-to-switch links.
     pub links: Option<Vec<CustomLink>>,
     /// Extra groups of hosts (any kind): name -> hosts or groups the
     /// topology defines.
@@ -436,6 +462,7 @@ pub struct TopologyConfig {
     pub host_link: LinkParams,
     /// Every switch-to-switch link; absent: `host_link`.
     pub fabric_link: Option<LinkParams>,
+    /// `mtu` (default 4096): the path MTU, bytes: 256, 512, 1024, 2048 or 4096.
     #[serde(default = "default_mtu")]
     pub mtu: u32,
 }
@@ -448,9 +475,13 @@ fn default_mtu() -> u32 {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct CustomHost {
+    /// `name`: the host's name.
     pub name: String,
+    /// `switch`: the name of the switch it is attached to.
     pub switch: String,
+    /// `rate_gbps`: its link's rate, Gb/s (absent: `host_link`'s).
     pub rate_gbps: Option<f64>,
+    /// `delay_us`: its link's one-way delay, microseconds (absent: `host_link`'s).
     pub delay_us: Option<f64>,
 }
 
@@ -459,9 +490,13 @@ pub struct CustomHost {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct CustomLink {
+    /// `a`: the name of one of the link's switches.
     pub a: String,
+    /// `b`: the name of the other switch.
     pub b: String,
+    /// `rate_gbps`: the link's rate, Gb/s (absent: `fabric_link`'s).
     pub rate_gbps: Option<f64>,
+    /// `delay_us`: the link's one-way delay, microseconds (absent: `fabric_link`'s).
     pub delay_us: Option<f64>,
 }
 
@@ -501,12 +536,16 @@ impl Default for SwitchConfig {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct EcnConfig {
+    /// `enabled` (default true): false is as if the table were absent (no marking).
     pub enabled: bool,
     /// Absent: 50 KB scaled by the host link's rate over 100 Gb/s.
     pub kmin_kb: Option<f64>,
     /// Absent: 1600 KB scaled by the host link's rate over 100 Gb/s.
     pub kmax_kb: Option<f64>,
+    /// `pmax` (default 1.0): the marking probability at Kmax, in [0, 1].
     pub pmax: f64,
+    /// `at_dequeue` (default true): decide as a frame leaves the queue rather than as it
+    /// arrives.
     pub at_dequeue: bool,
 }
 
@@ -526,6 +565,7 @@ impl Default for EcnConfig {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PfcConfig {
+    /// `enabled` (default true): false is as if the table were absent (lossy).
     pub enabled: bool,
     /// The lossless priorities.
     pub priorities: Vec<u8>,
@@ -560,7 +600,11 @@ pub struct TransportConfig {
     /// (relative: to the experiment's folder if it is there, else to the
     /// working directory).
     pub cc: String,
+    /// `ecn` (default true): send packets ECN-capable (ECT(0)) when their traffic class does
+    /// not.
     pub ecn: bool,
+    /// `traffic_class` (default 106: DSCP 26, ECT(0)): the IP traffic class of every QP's
+    /// packets.
     pub traffic_class: u8,
     /// 802.1p priority of data.
     pub priority: u8,
@@ -568,9 +612,15 @@ pub struct TransportConfig {
     pub cnp_priority: u8,
     /// Absent: the rate control's (`default_cnp_interval`).
     pub min_time_between_cnps_us: Option<f64>,
+    /// `message_kb` (default 64): the largest WRITE a flow posts, KB.
     pub message_kb: f64,
+    /// `window` (default 8): the WRITEs a flow keeps outstanding.
     pub window: u32,
+    /// `timeout` (default 14): the local ACK timeout exponent, 4.096 us x 2^timeout
+    /// (IBTA §9.7.6.1.3; 1..=31).
     pub timeout: u8,
+    /// `retry_cnt` (default 7): retries after an ACK timeout or a PSN sequence error NAK
+    /// before the WRITE fails with `RetryExcErr` (0..=7).
     pub retry_cnt: u8,
 }
 
@@ -595,10 +645,16 @@ impl Default for TransportConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum WorkloadKind {
+    /// `long`: flows that post WRITEs until they stop, of no set size.
     Long,
+    /// `incast`: every sender sends one size to one receiver, optionally repeated.
     Incast,
+    /// `all-to-all`: every host sends one size to every other.
     AllToAll,
+    /// `allreduce`: a ring all-reduce of 2(N-1) steps, a host's step waiting for its
+    /// predecessor's previous one.
     Allreduce,
+    /// `cdf`: Poisson arrivals at a load, sizes drawn from a CDF file.
     Cdf,
 }
 
@@ -620,20 +676,38 @@ impl WorkloadKind {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkloadConfig {
+    /// `kind` (required): what the workload generates.
     pub kind: WorkloadKind,
     /// The label of its flows; absent: the kind's name.
     pub tag: Option<String>,
+    /// `from`: long: the sending hosts or groups (required).
     pub from: Option<Names>,
+    /// `to`: long: the receiving hosts (required); incast: the one receiver (default: the group
+    /// `receiver`).
     pub to: Option<Names>,
+    /// `senders`: incast: the senders (default: the group `senders`).
     pub senders: Option<Names>,
+    /// `hosts`: all-to-all, allreduce (the ring, in order) and cdf: the hosts (default `all`).
     pub hosts: Option<Names>,
+    /// `size_kb`: incast and all-to-all: each flow's size; allreduce: the vector, of which a
+    /// step sends 1/N; KB (required).
     pub size_kb: Option<f64>,
+    /// `start_us` (default 0): when its first flows start, microseconds (before `duration_us`).
     pub start_us: Option<f64>,
+    /// `stop_us`: long and cdf: when they stop, microseconds (default: the end of the posting
+    /// phase).
     pub stop_us: Option<f64>,
+    /// `repeat_us`: incast: the period of its repetitions, microseconds (absent: once).
     pub repeat_us: Option<f64>,
+    /// `count`: incast: the most repetitions (default: as many as start within the posting
+    /// phase).
     pub count: Option<u64>,
+    /// `file`: cdf: the flow-size CDF file, relative to the experiment's folder (required).
     pub file: Option<String>,
+    /// `load`: cdf: the share of each host's link rate offered, in (0, 1] (required).
     pub load: Option<f64>,
+    /// `max_flows`: cdf: the arrivals kept at most (default
+    /// [`DEFAULT_MAX_FLOWS`](super::workload::DEFAULT_MAX_FLOWS)).
     pub max_flows: Option<u64>,
 }
 
@@ -641,7 +715,9 @@ pub struct WorkloadConfig {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct LinkEventConfig {
+    /// `at_us`: when the link changes, microseconds from the run's start.
     pub at_us: f64,
+    /// `link`: the switch-to-switch link that changes.
     pub link: LinkRef,
     /// The link's state from then on.
     #[serde(default)]
@@ -653,8 +729,12 @@ pub struct LinkEventConfig {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct LinkRef {
+    /// `a`: the name of one of the link's switches.
     pub a: String,
+    /// `b`: the name of the other switch.
     pub b: String,
+    /// `index` (default 0): which of their parallel links, in the order of
+    /// [`TopologySpec::links`].
     #[serde(default)]
     pub index: usize,
 }
@@ -663,6 +743,7 @@ pub struct LinkRef {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RouteConfig {
+    /// `switch`: the name of the switch the route is set on.
     pub switch: String,
     /// A host or a group.
     pub dst: String,
@@ -674,7 +755,9 @@ pub struct RouteConfig {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct OutputConfig {
+    /// `plots` (default true): read but not acted on; `ferroce lab --no-plots` decides.
     pub plots: bool,
+    /// `queues` (default `"bottleneck"`): which switch egress queues to record.
     pub queues: QueueChoice,
 }
 
@@ -692,7 +775,9 @@ impl Default for OutputConfig {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(untagged)]
 pub enum QueueChoice {
+    /// `"bottleneck"` or `"all"` (any other string is refused when resolved).
     Named(String),
+    /// Ports named `switch:N` or `switch:neighbour[#n]`.
     Ports(Vec<String>),
 }
 
@@ -726,7 +811,9 @@ impl<'de> Deserialize<'de> for QueueChoice {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct VariantConfig {
+    /// `name`: the variant's name, which starts its runs' names.
     pub name: String,
+    /// `set` (default none): dotted keys of the file and the values they take.
     #[serde(default)]
     pub set: toml::Table,
 }
@@ -735,14 +822,18 @@ pub struct VariantConfig {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct SweepConfig {
+    /// `key`: the dotted key swept (`topology.senders`).
     pub key: String,
+    /// `values`: the key's values, a run each (for every variant).
     pub values: Vec<toml::Value>,
 }
 
 /// A switch's egress port: `port` indexes [`TopologySpec::ports`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct PortRef {
+    /// The switch: its index in [`TopologySpec::switches`].
     pub switch: usize,
+    /// The port: its index in that switch's [`TopologySpec::ports`].
     pub port: usize,
 }
 

@@ -18,7 +18,6 @@
 //! ```
 
 #![deny(unsafe_code)]
-#![allow(missing_docs)] // documented in a later commit
 use super::config::LabConfigError;
 use super::output::{Cell, Column, CsvSeries, OutputError, Results, SummaryTable};
 use super::plan::LabPlan;
@@ -37,10 +36,18 @@ const MAX_PLOTTED_FLOWS: usize = 64;
 /// Why an experiment could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum LabError {
+    /// The file, or a run's settings or workloads, cannot be used.
     #[error(transparent)]
     Config(#[from] LabConfigError),
+    /// A run could not be built or driven.
     #[error("run {run}: {error}")]
-    Run { run: String, error: RunError },
+    Run {
+        /// The run's name.
+        run: String,
+        /// Why it failed.
+        error: RunError,
+    },
+    /// The results could not be written.
     #[error(transparent)]
     Output(#[from] OutputError),
 }
@@ -48,6 +55,7 @@ pub enum LabError {
 /// How to run an experiment file.
 #[derive(Debug, Clone)]
 pub struct LabOptions {
+    /// The results folder (`--out`); created if missing.
     pub out: PathBuf,
     /// Replaces the file's seed.
     pub seed: Option<u64>,
@@ -60,8 +68,11 @@ pub struct LabOptions {
 /// What an experiment produced.
 #[derive(Debug)]
 pub struct LabReport {
+    /// The experiment's `name`.
     pub name: String,
+    /// What each run measured, in plan order.
     pub runs: Vec<RunSummary>,
+    /// The summary table, as written to `summary.txt`, `.csv` and `.json`.
     pub table: SummaryTable,
     /// Plots that could not be drawn, and why.
     pub plot_warnings: Vec<String>,

@@ -9,7 +9,6 @@
 //! Every error names the path it concerns.
 
 #![deny(unsafe_code)]
-#![allow(missing_docs)] // documented in a later commit
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use std::fmt::{self, Display, Write as _};
 use std::fs::File;
@@ -19,22 +18,44 @@ use std::path::{Path, PathBuf};
 /// Why results could not be written.
 #[derive(Debug, thiserror::Error)]
 pub enum OutputError {
+    /// A file or folder could not be created or written.
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: io::Error },
+    Io {
+        /// The file or folder.
+        path: PathBuf,
+        /// The failure.
+        source: io::Error,
+    },
+    /// The results path exists and is not a folder.
     #[error("{path}: exists and is not a folder")]
-    NotAFolder { path: PathBuf },
+    NotAFolder {
+        /// The path given.
+        path: PathBuf,
+    },
+    /// A run name that cannot be a folder name.
     #[error(
         "{name:?}: not usable as a folder name (empty, '.', '..', or holding '/', '\\\\' or NUL)"
     )]
-    BadName { name: String },
+    BadName {
+        /// The name.
+        name: String,
+    },
+    /// A CSV row whose width is not the header's.
     #[error("{path}: a row of {got} values in a file of {want} columns")]
     RowWidth {
+        /// The CSV file.
         path: PathBuf,
+        /// The values in the row.
         got: usize,
+        /// The columns of the header.
         want: usize,
     },
+    /// Two columns of a summary table have one name.
     #[error("summary table: column {name:?} appears twice")]
-    DuplicateColumn { name: String },
+    DuplicateColumn {
+        /// The name.
+        name: String,
+    },
 }
 
 fn io_error(path: &Path) -> impl FnOnce(io::Error) -> OutputError + '_ {
@@ -216,11 +237,14 @@ fn push_f64(line: &mut String, v: f64) {
 /// One column of a [`SummaryTable`]: its name and unit (empty for none).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Column {
+    /// Its name: the header's start, and the key in JSON.
     pub name: String,
+    /// Its unit, shown after the name in parentheses; empty: none.
     pub unit: String,
 }
 
 impl Column {
+    /// A column of `name` in `unit` (empty for none).
     pub fn new(name: impl Into<String>, unit: impl Into<String>) -> Column {
         Column {
             name: name.into(),
@@ -241,7 +265,9 @@ impl Column {
 /// One value of a [`SummaryTable`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum Cell {
+    /// Text, shown as it is.
     Text(String),
+    /// An integer.
     Int(i64),
     /// A number and the decimals it is shown with in the text table (CSV
     /// and JSON carry it in full). NaN shows as `-` and is empty in CSV,
@@ -316,7 +342,9 @@ impl Serialize for Cell {
 /// end; cells past the last column are left out.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SummaryTable {
+    /// The columns, in order.
     pub columns: Vec<Column>,
+    /// One row per run, cells in column order.
     pub rows: Vec<Vec<Cell>>,
 }
 

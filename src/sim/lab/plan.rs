@@ -2,7 +2,6 @@
 //! variants and sweep applied to the file's TOML ([`LabFile::plan`]),
 //! each run named, read and resolved.
 
-#![allow(missing_docs)] // documented in a later commit
 use super::config::{parse_error, LabConfig, LabConfigError, SweepConfig, VariantConfig, MAX_RUNS};
 use super::resolve::Resolved;
 use crate::config::read_text;
@@ -15,7 +14,9 @@ use std::path::Path;
 pub struct LabFile {
     /// The experiment without variants or sweep.
     pub base: LabConfig,
+    /// The `[[variant]]` tables, in file order.
     pub variants: Vec<VariantConfig>,
+    /// The `[sweep]` table, if any.
     pub sweep: Option<SweepConfig>,
     /// `base` as TOML, for applying variants and sweep values.
     table: toml::Table,
@@ -32,7 +33,9 @@ struct Overrides {
 /// The expansion of an experiment file: every run, resolved.
 #[derive(Debug, Clone)]
 pub struct LabPlan {
+    /// The experiment's `name`.
     pub name: String,
+    /// The experiment's `description`.
     pub description: String,
     /// The swept key, if the file sweeps one.
     pub sweep_key: Option<String>,
@@ -47,11 +50,13 @@ pub struct LabPlan {
 pub struct Run {
     /// Unique within the plan; made of `[A-Za-z0-9._=+-]`.
     pub name: String,
+    /// Its variant's name; `None` when the file has no variants.
     pub variant: Option<String>,
     /// The sweep's value for this run.
     pub sweep_value: Option<toml::Value>,
     /// The settings, variant and sweep applied.
     pub config: LabConfig,
+    /// `config` checked and resolved.
     pub resolved: Resolved,
 }
 

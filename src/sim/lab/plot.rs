@@ -14,7 +14,6 @@
 //! still a valid PNG saying "no data".
 
 #![deny(unsafe_code)]
-#![allow(missing_docs)] // documented in a later commit
 use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
 use plotters::prelude::*;
 use plotters::style::register_font;
@@ -52,36 +51,62 @@ const FAMILY: &str = "sans-serif";
 /// Why a chart was not written.
 #[derive(Debug, thiserror::Error)]
 pub enum PlotError {
+    /// No font for the chart's text.
     #[error(transparent)]
     Font(#[from] FontError),
+    /// Creating or writing the PNG file failed.
     #[error("{path}: {source}")]
     Io {
+        /// The PNG file.
         path: PathBuf,
+        /// The failure.
         source: std::io::Error,
     },
+    /// Drawing the chart or encoding it as PNG failed.
     #[error("{path}: cannot draw the chart: {msg}")]
-    Draw { path: PathBuf, msg: String },
+    Draw {
+        /// The PNG file.
+        path: PathBuf,
+        /// What went wrong.
+        msg: String,
+    },
 }
 
 /// Why no font is available for the charts' text.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FontError {
+    /// No candidate font file could be read, and `FERROCE_FONT` is unset or empty.
     #[error(
         "no font for the plots' text (looked for {tried}); install fonts-dejavu-core \
          or set {FONT_ENV} to a TrueType font file"
     )]
-    NotFound { tried: String },
+    NotFound {
+        /// The files looked for, comma separated.
+        tried: String,
+    },
+    /// The file `FERROCE_FONT` names cannot be read.
     #[error("{FONT_ENV}={path}: {msg}")]
-    Unreadable { path: PathBuf, msg: String },
+    Unreadable {
+        /// The file.
+        path: PathBuf,
+        /// Why it cannot be read.
+        msg: String,
+    },
+    /// The file is not a TrueType or OpenType font.
     #[error("{path}: not a TrueType or OpenType font")]
-    Invalid { path: PathBuf },
+    Invalid {
+        /// The file.
+        path: PathBuf,
+    },
 }
 
 /// One line of a [`LinePlot`]: its legend name and its (x, y) points, in
 /// the order they are joined.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Series {
+    /// Its name in the legend.
     pub name: String,
+    /// Its (x, y) points, joined in this order.
     pub points: Vec<(f64, f64)>,
 }
 
@@ -89,9 +114,13 @@ pub struct Series {
 /// dozens of lines), or a figure over a swept parameter (`markers` on).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct LinePlot {
+    /// The chart's title.
     pub title: String,
+    /// The x axis' label.
     pub x_label: String,
+    /// The y axis' label.
     pub y_label: String,
+    /// The lines, in legend order.
     pub series: Vec<Series>,
     /// A logarithmic y axis (values that are not positive are left out).
     pub log_y: bool,
@@ -104,9 +133,13 @@ pub struct LinePlot {
 /// group in each (say a percentile per size bucket, one bar per variant).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct BarPlot {
+    /// The chart's title.
     pub title: String,
+    /// The x axis' label.
     pub x_label: String,
+    /// The y axis' label.
     pub y_label: String,
+    /// The categories, left to right along the x axis.
     pub categories: Vec<String>,
     /// (legend name, one value per category). A missing or NaN value
     /// leaves its bar out.

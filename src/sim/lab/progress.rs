@@ -12,7 +12,6 @@
 //! [`Progress::disabled`] one never prints.
 
 #![deny(unsafe_code)]
-#![allow(missing_docs)] // documented in a later commit
 use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
 
@@ -242,10 +241,15 @@ fn tenths(now: u64, total: u64) -> u64 {
 /// The figures of one progress line.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Line<'a> {
+    /// What is running (a run's name); empty: nothing shown.
     pub label: &'a str,
+    /// The virtual time reached, nanoseconds.
     pub now_ns: u64,
+    /// The virtual time to reach, nanoseconds; 0: unknown (no bar, no percentage).
     pub total_ns: u64,
+    /// The wall-clock time so far.
     pub wall: Duration,
+    /// Simulator events so far, shown per wall second; `None`: not shown.
     pub events: Option<u64>,
 }
 

@@ -4,7 +4,6 @@
 //! topology as indices, rates in bits per second, times in nanoseconds,
 //! sizes in bytes); the workloads are checked by [`super::workload`].
 
-#![allow(missing_docs)] // documented in a later commit
 use super::config::{
     kb, scaled, us, KeyError, LabConfig, LabConfigError, NextHop, PortRef, QueueChoice,
     SwitchConfig, TopologySpec, TransportConfig, MAX_DURATION_NS, MAX_SAMPLES,
@@ -19,19 +18,26 @@ use std::path::Path;
 /// The resolved description of one run: what a runner builds.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Resolved {
+    /// The posting phase, nanoseconds (`duration_us`).
     pub duration_ns: u64,
     /// The longest the run may drain; `None`: the runner's choice.
     pub drain_limit_ns: Option<u64>,
+    /// How often egress queues are sampled, nanoseconds (`queue_sample_ns`).
     pub queue_sample_ns: u64,
+    /// How often flow rates are sampled, nanoseconds (`rate_sample_us`).
     pub rate_sample_ns: u64,
+    /// The topology, by index.
     pub topology: TopologySpec,
+    /// Every switch's settings (`[switch]`).
     pub switch: SwitchParams,
+    /// Every device's transport settings (`[transport]`).
     pub transport: TransportParams,
     /// Static routes, in file order (a group destination gives one per
     /// host).
     pub routes: Vec<RouteSpec>,
     /// Link state changes, in time order (file order at equal times).
     pub link_events: Vec<LinkEventSpec>,
+    /// Which switch egress queues to record (`output.queues`).
     pub queues: QueueSelect,
     /// The most flows the workloads can make (what the flow limit is
     /// checked against).
@@ -47,6 +53,7 @@ pub struct SwitchParams {
     pub port_buffer_bytes: Option<u64>,
     /// Per priority: bytes per ingress port admitted past a full buffer.
     pub reserved_bytes: [u64; 8],
+    /// Priorities served strictly before the others (`switch.strict_priorities`).
     pub strict_priorities: Vec<u8>,
     /// ECN marking; `None`: none.
     pub red: Option<RedConfig>,
@@ -59,24 +66,41 @@ pub struct SwitchParams {
 pub struct PfcSpec {
     /// The lossless priorities, ascending.
     pub priorities: Vec<u8>,
+    /// An ingress queue of a lossless priority above this many bytes sends XOFF.
     pub xoff_bytes: u64,
+    /// Once it has sent XOFF, below this many bytes it sends XON.
     pub xon_bytes: u64,
+    /// What an ingress may still take after XOFF, bytes.
     pub headroom_bytes: u64,
+    /// The pause time sent with XOFF, quanta of 512 bit times (1..=65535).
     pub quanta: u16,
 }
 
 /// Every device's transport settings, resolved.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TransportParams {
+    /// The rate control (`transport.cc`).
     pub cc: CcConfig,
+    /// Send packets ECN-capable (ECT(0)) when their traffic class does not.
     pub ecn: bool,
+    /// The IP traffic class of every QP's packets (its DSCP sets their priority in the fabric).
     pub traffic_class: u8,
+    /// The 802.1p priority of data as the file gives it, checked (0..=7); the runner does not
+    /// apply it.
     pub priority: u8,
+    /// The 802.1p priority of CNPs as the file gives it, checked (0..=7); the runner does not
+    /// apply it.
     pub cnp_priority: u8,
+    /// The notification points' least time between CNPs, nanoseconds (absent from the file: the
+    /// rate control's default).
     pub min_time_between_cnps_ns: u64,
+    /// The largest WRITE a flow posts, bytes.
     pub message_bytes: u32,
+    /// The WRITEs a flow keeps outstanding.
     pub window: u32,
+    /// The local ACK timeout exponent (IBTA §9.7.6.1.3: 4.096 us x 2^timeout).
     pub timeout: u8,
+    /// Retries after an ACK timeout or a PSN sequence error NAK before `RetryExcErr`.
     pub retry_cnt: u8,
 }
 
@@ -84,8 +108,11 @@ pub struct TransportParams {
 /// `via` (spread over them when several).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RouteSpec {
+    /// The switch the route is set on: an index in [`TopologySpec::switches`].
     pub switch: usize,
+    /// The destination host: an index in [`TopologySpec::hosts`].
     pub dst: usize,
+    /// The next hops, without repeats, in the order listed.
     pub via: Vec<NextHop>,
 }
 
@@ -93,11 +120,17 @@ pub struct RouteSpec {
 /// and `b` (`link`, its index in [`TopologySpec::links`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct LinkEventSpec {
+    /// When the link changes, nanoseconds from the run's start.
     pub at_ns: u64,
+    /// One of the link's switches: an index in [`TopologySpec::switches`].
     pub a: usize,
+    /// The other switch.
     pub b: usize,
+    /// Which of the links between `a` and `b` (`link.index`), from 0.
     pub nth: usize,
+    /// The link: its index in [`TopologySpec::links`].
     pub link: usize,
+    /// The link's state from then on.
     pub up: bool,
 }
 
@@ -106,7 +139,9 @@ pub struct LinkEventSpec {
 pub enum QueueSelect {
     /// The ports the runner finds hot (their queue exceeded Kmin).
     Bottleneck,
+    /// Every switch egress port.
     All,
+    /// The ports listed, without repeats, in the order listed.
     Ports(Vec<PortRef>),
 }
 

@@ -31,7 +31,6 @@
 //! wall second.
 
 #![deny(unsafe_code)]
-#![allow(missing_docs)] // documented in a later commit
 use super::config::{LinkSpec, NextHop, TopologySpec};
 use super::progress::Progress;
 use super::resolve::Resolved;
@@ -63,17 +62,24 @@ pub const DEFAULT_DRAIN_LIMIT: Duration = Duration::from_millis(200);
 /// Why a run could not be built or driven.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum RunError {
+    /// The simulated fabric refused a switch, link or route: its message.
     #[error("building the fabric: {0}")]
     Fabric(String),
+    /// A device refused a protection domain, CQ, memory region or QP, or the MTU is not a path
+    /// MTU: the message.
     #[error("setting up the transport: {0}")]
     Transport(String),
+    /// Recording the chosen queues would keep more than [`MAX_QUEUE_SAMPLES`] samples.
     #[error(
         "{samples} queue samples ({ports} ports x {per_port}) is above the limit of \
          {MAX_QUEUE_SAMPLES}: raise queue_sample_ns or record fewer queues"
     )]
     TooManySamples {
+        /// The samples the run would keep.
         samples: u64,
+        /// The ports it would record.
         ports: usize,
+        /// The samples of each port over the posting phase.
         per_port: u64,
     },
 }
@@ -102,8 +108,11 @@ pub fn host_ip(i: usize) -> core::net::Ipv4Addr {
 pub struct PortInfo {
     /// "switch:port -> peer", e.g. `leaf0:9->spine1`.
     pub name: String,
+    /// The switch: an index in [`TopologySpec::switches`].
     pub switch: usize,
+    /// Its number on that switch, as in [`TopologySpec::ports`].
     pub port: usize,
+    /// The fabric channel of its egress direction.
     #[serde(skip)]
     pub egress: ChannelId,
 }
@@ -111,53 +120,77 @@ pub struct PortInfo {
 /// A flow's outcome.
 #[derive(Debug, Clone, Serialize)]
 pub struct FlowResult {
+    /// The flow's index in the run's list ([`FlowSpec::id`]).
     pub id: usize,
+    /// The sending host: an index in [`TopologySpec::hosts`].
     pub src: usize,
+    /// The receiving host: an index in [`TopologySpec::hosts`].
     pub dst: usize,
+    /// The index of its `[[workload]]`.
     pub workload: usize,
+    /// Its label: its workload's `tag`, or the kind's name.
     pub tag: String,
     /// Its size; `None` for a long flow.
     pub bytes: Option<u64>,
+    /// Bytes of its WRITEs that completed successfully, drain included.
     pub bytes_completed: u64,
     /// When it started (QP created, first WRITE posted); `None`: never.
     pub start_ns: Option<u64>,
     /// When its last WRITE completed (finite flows).
     pub fct_ns: Option<u64>,
+    /// Its FCT alone on its path ([`ideal_fct_ns`]), nanoseconds; `None` for a long flow.
     pub ideal_fct_ns: Option<u64>,
     /// Long flows: goodput over the second half of the posting phase.
     pub goodput_second_half_bps: Option<f64>,
+    /// Packets its sending QP sent again (go-back-N).
     pub retransmitted_pkts: u64,
+    /// CNPs its sending QP's reaction point handled.
     pub cnp_handled: u64,
+    /// Its WRITEs that completed with an error status.
     pub errors: u64,
 }
 
 /// Queue statistics of one port over the posting phase (bytes).
 #[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct QueueSummary {
+    /// The median sample (nearest rank), bytes.
     pub p50: u64,
+    /// The 99th percentile sample (nearest rank), bytes.
     pub p99: u64,
+    /// The largest sample, bytes.
     pub max: u64,
 }
 
 /// PFC activity of one link direction.
 #[derive(Debug, Clone, Serialize)]
 pub struct PauseSummary {
+    /// The link direction, `from->to` in topology names (switch ends as `switch:port`).
     pub name: String,
+    /// PFC frames sent over it that its far end consumed.
     pub frames_received: u64,
+    /// How long PFC held it paused, summed over priorities, nanoseconds.
     pub paused_ns: u64,
 }
 
 /// What one run measured.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunSummary {
+    /// The run's name (empty until the experiment sets it).
     pub name: String,
+    /// The posting phase, nanoseconds.
     pub duration_ns: u64,
+    /// The virtual time at which the run ended, nanoseconds.
     pub virtual_ns: u64,
     /// Every started flow completed (long flows: stopped and drained).
     pub drained: bool,
+    /// Why it ended without draining (a PFC deadlock, the drain limit, nothing left to happen,
+    /// time not advancing); `None` when it drained.
     pub stopped: Option<String>,
+    /// The flows the workloads made.
     pub flows: usize,
+    /// The flows that started.
     pub flows_started: usize,
+    /// Sized flows that completed, and long flows idle and unfailed once the run drained.
     pub flows_completed: usize,
     /// Sum of every long flow's second-half goodput.
     pub long_goodput_bps: f64,
@@ -166,41 +199,57 @@ pub struct RunSummary {
     /// Goodput per workload over the posting phase: bytes completed by its
     /// flows in it, in bits per second.
     pub workload_goodput_bps: Vec<f64>,
+    /// FCT slowdowns of the completed sized flows, per size bucket in
+    /// [`SizeBucket::ALL`](super::workload::SizeBucket::ALL) order.
     pub fct: Vec<SlowdownStats>,
     /// The port whose queue had the highest p99, and its figures.
     pub hot_port: Option<String>,
+    /// That port's queue over the posting phase.
     pub queue: QueueSummary,
     /// The same port over the second half of the posting phase (the
     /// steady state, past the start's transient).
     pub queue_second_half: QueueSummary,
+    /// Frames the switches' egress ports marked CE.
     pub ecn_marked: u64,
+    /// CNPs the hosts' notification points sent.
     pub cnp_sent: u64,
+    /// CNPs the hosts' reaction points handled.
     pub cnp_handled: u64,
     /// Frames the switches dropped: shared buffer, headroom, egress
     /// drop-tail, down links, no route.
     pub drops: u64,
-    /// Of `drops`: by the shared buffer (lossy priorities), by PFC
-    /// headroom (lossless ones), by an egress port's drop-tail limit, on
-    /// links that were down, and for want of a route.
+    /// Of `drops`: by the shared buffer (lossy priorities).
     pub drops_shared_buffer: u64,
+    /// Of `drops`: past PFC headroom (lossless priorities).
     pub drops_headroom: u64,
+    /// Of `drops`: by an egress port's drop-tail limit.
     pub drops_egress: u64,
+    /// Of `drops`: on links that were down.
     pub drops_link_down: u64,
+    /// Of `drops`: for want of a route.
     pub drops_no_route: u64,
     /// The buffer drops (shared buffer, headroom, egress drop-tail) by
     /// priority: data (3) or CNPs (6), say.
     pub drops_by_priority: [u64; 8],
+    /// PFC frames received, over every link direction.
     pub pfc_frames: u64,
     /// Paused time summed over every link direction and priority.
     pub paused_ns: u64,
     /// The link directions that were paused, most paused first.
     pub paused_links: Vec<PauseSummary>,
+    /// Packets the hosts' QPs sent again (go-back-N).
     pub retransmitted_pkts: u64,
+    /// Local ACK timer expiries over every QP.
     pub ack_timeouts: u64,
+    /// Work completions with an error status, over every flow.
     pub completion_errors: u64,
+    /// The PFC deadlocks the fabric found, in topology names.
     pub deadlocks: Vec<String>,
+    /// Simulator events processed: frames serialised, frames arriving, PFC timers.
     pub events: u64,
+    /// The wall-clock time the run took, seconds.
     pub wall_s: f64,
+    /// Simulator events per wall-clock second.
     pub events_per_s: f64,
 }
 
@@ -224,14 +273,17 @@ pub struct RunSeries {
 /// Congestion signals counted over the whole fabric up to `time_ns`.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct Signals {
+    /// The sample's time, nanoseconds from the run's start.
     pub time_ns: u64,
     /// Frames the switches marked CE.
     pub ecn_marked: u64,
-    /// CNPs the notification points sent, and the reaction points took.
+    /// CNPs the notification points sent.
     pub cnp_sent: u64,
+    /// CNPs the reaction points handled.
     pub cnp_handled: u64,
-    /// PFC frames received, and paused time (every link and priority).
+    /// PFC frames received, over every link direction.
     pub pfc_frames: u64,
+    /// Paused time, over every link direction and priority, nanoseconds.
     pub paused_ns: u64,
 }
 

@@ -50,7 +50,6 @@
 //! flows.
 
 #![deny(unsafe_code)]
-#![allow(missing_docs)] // documented in a later commit
 use super::config::{kb, us, KeyError, LabConfig, LabConfigError, TopologySpec, WorkloadKind};
 use super::config::{Names, WorkloadConfig, MAX_BYTES, MAX_DURATION_NS, MAX_FLOWS};
 use crate::backend::fabric::Rng;
@@ -74,11 +73,13 @@ pub const MAX_CDF_FILE: u64 = 4 << 20;
 pub struct FlowSpec {
     /// Its index in the list.
     pub id: usize,
-    /// Host indices.
+    /// The sending host: an index in [`TopologySpec::hosts`].
     pub src: usize,
+    /// The receiving host: an index in [`TopologySpec::hosts`].
     pub dst: usize,
     /// `None`: a long flow, which posts until `stop_ns`.
     pub bytes: Option<u64>,
+    /// When it may start, nanoseconds from the run's start.
     pub start_ns: u64,
     /// When a long flow stops posting.
     pub stop_ns: Option<u64>,
@@ -88,6 +89,7 @@ pub struct FlowSpec {
     pub workload: usize,
     /// Its incast repetition or all-reduce step (0 otherwise).
     pub round: u32,
+    /// Its label: its workload's `tag`, or the kind's name.
     pub tag: String,
 }
 
@@ -685,7 +687,9 @@ pub struct Cdf {
 /// Why a CDF file cannot be used; `line` is 1-based (0: the whole file).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CdfError {
+    /// The line at fault, from 1; 0: the whole file.
     pub line: usize,
+    /// What is wrong.
     pub msg: String,
 }
 
@@ -884,14 +888,19 @@ pub fn ideal_fct_ns(bytes: u64, rate_bps: u64, base_rtt_ns: u64, mtu: u32) -> u6
 /// Flow sizes for slowdown reporting (KB = 1000 bytes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub enum SizeBucket {
+    /// At most 10 KB.
     #[serde(rename = "<=10KB")]
     UpTo10K,
+    /// Above 10 KB, up to 100 KB.
     #[serde(rename = "10-100KB")]
     To100K,
+    /// Above 100 KB, up to 1 MB.
     #[serde(rename = "100KB-1MB")]
     To1M,
+    /// Above 1 MB, up to 10 MB.
     #[serde(rename = "1-10MB")]
     To10M,
+    /// Above 10 MB.
     #[serde(rename = ">10MB")]
     Above10M,
 }
@@ -933,8 +942,11 @@ impl SizeBucket {
 /// ([`ideal_fct_ns`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct FctSample {
+    /// The flow's size, bytes.
     pub bytes: u64,
+    /// Its flow completion time, nanoseconds.
     pub fct_ns: u64,
+    /// Its ideal completion time ([`ideal_fct_ns`]), nanoseconds.
     pub ideal_ns: u64,
 }
 
@@ -948,11 +960,15 @@ impl FctSample {
 /// The slowdowns of one size bucket; `None` without flows.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct SlowdownStats {
+    /// The size bucket.
     pub bucket: SizeBucket,
+    /// The completed flows in it.
     pub count: usize,
+    /// The mean slowdown (FCT over ideal).
     pub mean: Option<f64>,
-    /// Nearest-rank percentiles.
+    /// The median slowdown (nearest rank).
     pub p50: Option<f64>,
+    /// The 99th percentile slowdown (nearest rank).
     pub p99: Option<f64>,
 }
 

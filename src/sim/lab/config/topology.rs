@@ -2,7 +2,6 @@
 //! index, host groups, and the lookups by name that the rest of the
 //! description uses.
 
-#![allow(missing_docs)] // documented in a later commit
 use super::{
     gbps, us, KeyError, PortRef, TopologyConfig, TopologyKind, MAX_DELAY_NS, MAX_HOSTS, MAX_LINKS,
     MAX_SWITCHES,
@@ -13,39 +12,51 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 /// A link's rate and one-way propagation delay.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct LinkSpec {
+    /// The link's rate, bits per second.
     pub rate_bps: u64,
+    /// The link's one-way propagation delay, nanoseconds.
     pub delay_ns: u64,
 }
 
 /// A switch.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SwitchSpec {
+    /// Its name, unique among hosts and switches.
     pub name: String,
 }
 
 /// A host and its one link, to `switch`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct HostSpec {
+    /// Its name, unique among hosts and switches.
     pub name: String,
+    /// The switch it is attached to: an index in [`TopologySpec::switches`].
     pub switch: usize,
+    /// Its link to that switch (both directions).
     pub link: LinkSpec,
 }
 
 /// A link between switches `a` and `b`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SwitchLinkSpec {
+    /// One switch: an index in [`TopologySpec::switches`].
     pub a: usize,
+    /// The other switch.
     pub b: usize,
+    /// The link's rate and delay (both directions).
     pub link: LinkSpec,
 }
 
 /// What a switch port leads to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum Peer {
+    /// A host attached to the switch: its index in [`TopologySpec::hosts`].
     Host(usize),
     /// Another switch, over link `link` of [`TopologySpec::links`].
     Switch {
+        /// The switch at the other end: its index in [`TopologySpec::switches`].
         switch: usize,
+        /// The link: its index in [`TopologySpec::links`].
         link: usize,
     },
 }
@@ -63,8 +74,11 @@ pub enum NextHop {
 /// one-way propagation delay.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct PathSpec {
+    /// The links on the path, the two host links included.
     pub hops: usize,
+    /// The rate of its slowest link, bits per second.
     pub bottleneck_bps: u64,
+    /// Its one-way propagation delay over every link, nanoseconds.
     pub delay_ns: u64,
 }
 
@@ -80,8 +94,11 @@ impl PathSpec {
 /// looked up by [`TopologySpec::hosts_named`] and friends.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TopologySpec {
+    /// The switches, in the order the topology makes them (a switch's index).
     pub switches: Vec<SwitchSpec>,
+    /// The hosts, in the order the topology makes them (a host's index).
     pub hosts: Vec<HostSpec>,
+    /// The switch-to-switch links, in the order the topology makes them.
     pub links: Vec<SwitchLinkSpec>,
     /// Group name -> hosts, in the order the group lists them.
     pub groups: BTreeMap<String, Vec<usize>>,
