@@ -4890,11 +4890,11 @@ fn soak(seed: u64, messages: usize) -> (QpCounters, QpCounters) {
         timeout: 8,
         retry_cnt: 7,
         rnr_retry: 7,
-        psn_a: rng.below(PSN_MOD as u64) as u32,
-        psn_b: (PSN_MOD - 1 - rng.below(64) as u32),
         ..ConnectParams::default()
     };
-    net.connect_qps(a, ends[0].qp, b, ends[1].qp, &params)
+    let psn_a = rng.below(PSN_MOD as u64) as u32;
+    let psn_b = PSN_MOD - 1 - rng.below(64) as u32;
+    net.connect_qps_from(a, ends[0].qp, b, ends[1].qp, &params, (psn_a, psn_b))
         .unwrap();
     let (ea, eb) = (&ends[0], &ends[1]);
     // B's source for READs: 512K.. 768K.

@@ -210,7 +210,8 @@ impl SimNet {
         self.fabric.now()
     }
 
-    /// Connects QP `qa` of host `a` with QP `qb` of host `b`, both to RTS.
+    /// Connects QP `qa` of host `a` with QP `qb` of host `b`, both to RTS,
+    /// each sending from PSN 0.
     pub fn connect_qps(
         &mut self,
         a: usize,
@@ -219,6 +220,21 @@ impl SimNet {
         qb: u32,
         p: &ConnectParams,
     ) -> Result<(), crate::transport::Error> {
+        self.connect_qps_from(a, qa, b, qb, p, (0, 0))
+    }
+
+    /// [`SimNet::connect_qps`], with the first PSN each side sends:
+    /// `psns.0` from `a` (`b`'s RQ PSN), `psns.1` from `b`.
+    pub fn connect_qps_from(
+        &mut self,
+        a: usize,
+        qa: u32,
+        b: usize,
+        qb: u32,
+        p: &ConnectParams,
+        psns: (u32, u32),
+    ) -> Result<(), crate::transport::Error> {
+        let (psn_a, psn_b) = psns;
         let (mac_a, ip_a) = {
             let c = self.hosts[a].dev.config();
             (c.mac, c.gids[0])
@@ -227,26 +243,8 @@ impl SimNet {
             let c = self.hosts[b].dev.config();
             (c.mac, c.gids[0])
         };
-        connect_qp(
-            &mut self.hosts[a].dev,
-            qa,
-            qb,
-            mac_b,
-            ip_b,
-            p,
-            p.psn_a,
-            p.psn_b,
-        )?;
-        connect_qp(
-            &mut self.hosts[b].dev,
-            qb,
-            qa,
-            mac_a,
-            ip_a,
-            p,
-            p.psn_b,
-            p.psn_a,
-        )
+        connect_qp(&mut self.hosts[a].dev, qa, qb, mac_b, ip_b, p, psn_a, psn_b)?;
+        connect_qp(&mut self.hosts[b].dev, qb, qa, mac_a, ip_a, p, psn_b, psn_a)
     }
 
     /// Pumps every host once at the current time; returns frames moved.

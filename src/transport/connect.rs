@@ -6,9 +6,8 @@ use crate::transport::{AddressVector, AttrMask, Device, Mtu, QpAttr, QpState};
 use crate::wire::MacAddr;
 use core::net::IpAddr;
 
-/// The attributes two QPs are connected with: what [`connect_steps`] sets,
-/// and the first PSN of each side where both ends are set up together (as
-/// the simulator does).
+/// The attributes two QPs are connected with: what [`connect_steps`] sets
+/// besides the addresses and the PSNs, which each side picks for itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConnectParams {
     /// Path MTU of both QPs.
@@ -25,10 +24,6 @@ pub struct ConnectParams {
     pub max_rd_atomic: u8,
     /// Remote access each responder grants.
     pub access: crate::transport::Access,
-    /// First PSN side A sends (side B's RQ PSN).
-    pub psn_a: u32,
-    /// First PSN side B sends (side A's RQ PSN).
-    pub psn_b: u32,
     /// DSCP and ECN bits of every packet; default
     /// [`DEFAULT_TRAFFIC_CLASS`](crate::transport::congestion::DEFAULT_TRAFFIC_CLASS).
     pub traffic_class: u8,
@@ -48,8 +43,6 @@ impl Default for ConnectParams {
                 | Access::REMOTE_WRITE
                 | Access::REMOTE_READ
                 | Access::REMOTE_ATOMIC,
-            psn_a: 0,
-            psn_b: 0,
             traffic_class: crate::transport::congestion::DEFAULT_TRAFFIC_CLASS,
         }
     }
