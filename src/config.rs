@@ -20,7 +20,7 @@
 
 #![deny(unsafe_code)]
 use crate::cc::CcConfig;
-use crate::dpdk::{Device, EalOptions, MempoolOptions, PortOptions};
+use crate::dpdk::{DeviceSpec, EalOptions, MempoolOptions, PortOptions};
 use serde::Deserialize;
 use std::net::Ipv4Addr;
 use std::path::Path;
@@ -325,8 +325,8 @@ impl PortConfig {
     }
 
     /// The `device` string parsed: a ring link, a vdev or a PCI device.
-    pub fn device(&self) -> Result<Device, crate::dpdk::InvalidOption> {
-        Device::parse(&self.device)
+    pub fn device(&self) -> Result<DeviceSpec, crate::dpdk::InvalidOption> {
+        DeviceSpec::parse(&self.device)
     }
 
     /// The queue, descriptor, MTU and promiscuity settings to open the
@@ -392,7 +392,9 @@ impl Config {
             if !names.insert(p.name.as_str()) {
                 return Err(format!("two ports are named {:?}", p.name));
             }
-            if let Device::Ring(l) = p.device().map_err(|e| format!("port {:?}: {e}", p.name))? {
+            if let DeviceSpec::Ring(l) =
+                p.device().map_err(|e| format!("port {:?}: {e}", p.name))?
+            {
                 *links.entry(l).or_default() += 1;
             }
             if p.rx_queues == 0 || p.tx_queues == 0 {

@@ -5,7 +5,7 @@
 
 use ferroce::backend::{Backend, Burst, FrameBuf};
 use ferroce::dpdk::{
-    self, Device, Eal, EalOptions, HugepageMode, Mempool, MempoolOptions, Port, PortOptions,
+    self, DeviceSpec, Eal, EalOptions, HugepageMode, Mempool, MempoolOptions, Port, PortOptions,
     QueueId,
 };
 
@@ -17,8 +17,8 @@ fn dpdk_layer_in_one_process() {
         ..Default::default()
     };
     let devices = [
-        Device::parse("net_null0").unwrap(),
-        Device::parse("net_null1").unwrap(),
+        DeviceSpec::parse("net_null0").unwrap(),
+        DeviceSpec::parse("net_null1").unwrap(),
     ];
     let eal = Eal::init(&opts, &devices).expect("EAL");
     assert!(!eal.hugepages());
@@ -159,7 +159,7 @@ fn ring_link_moves_frames(eal: &Eal, pool: &Mempool) {
 fn bad_input_is_an_error(eal: &Eal, pool: &Mempool) {
     let e = Port::open(
         eal,
-        &Device::parse("net_memif9").unwrap(),
+        &DeviceSpec::parse("net_memif9").unwrap(),
         pool,
         &PortOptions::default(),
     )
@@ -171,13 +171,18 @@ fn bad_input_is_an_error(eal: &Eal, pool: &Mempool) {
         rx_queues: 5000,
         ..Default::default()
     };
-    let e = Port::open(eal, &Device::parse("net_null1").unwrap(), pool, &too_many)
-        .err()
-        .unwrap();
+    let e = Port::open(
+        eal,
+        &DeviceSpec::parse("net_null1").unwrap(),
+        pool,
+        &too_many,
+    )
+    .err()
+    .unwrap();
     assert!(e.to_string().contains("queues"), "{e}");
     let e = Port::open(
         eal,
-        &Device::parse("ring:x").unwrap(),
+        &DeviceSpec::parse("ring:x").unwrap(),
         pool,
         &PortOptions::default(),
     )
@@ -186,7 +191,7 @@ fn bad_input_is_an_error(eal: &Eal, pool: &Mempool) {
     assert!(e.to_string().contains("ring_pair"), "{e}");
     let n = Port::open(
         eal,
-        &Device::parse("net_null0").unwrap(),
+        &DeviceSpec::parse("net_null0").unwrap(),
         pool,
         &PortOptions::default(),
     )

@@ -9,7 +9,7 @@
 
 use super::error::{Error, Result};
 use super::ffi;
-use super::options::{eal_args, Device, EalOptions, HugepageState};
+use super::options::{eal_args, DeviceSpec, EalOptions, HugepageState};
 use std::ffi::CString;
 use std::os::raw::{c_char, c_int};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -36,7 +36,7 @@ struct EalInner {
 impl Eal {
     /// Starts the EAL with `opts`, giving it `devices` (vdevs and PCI
     /// functions; ring links need nothing from the EAL).
-    pub fn init(opts: &EalOptions, devices: &[Device]) -> Result<Eal> {
+    pub fn init(opts: &EalOptions, devices: &[DeviceSpec]) -> Result<Eal> {
         if STARTED.swap(true, Ordering::SeqCst) {
             return Err(Error::AlreadyInitialised);
         }

@@ -5,7 +5,7 @@
 //! private `ffi` module; this module wraps them in owned, typed handles:
 //!
 //! - [`Eal`]: started once per process from [`EalOptions`] and the ports'
-//!   [`Device`]s; hugepages when available, else a logged `--no-huge`
+//!   [`DeviceSpec`]s; hugepages when available, else a logged `--no-huge`
 //!   fallback; cleaned up when the last handle drops;
 //! - [`Mempool`]: packet-buffer pools, passed explicitly;
 //! - [`Mbuf`]: an owned packet buffer, freed on drop, `into_raw` for TX;
@@ -26,7 +26,7 @@
 
 pub mod options;
 pub use options::{
-    eal_args, Device, EalOptions, HugepageMode, HugepageState, InvalidOption, MempoolOptions,
+    eal_args, DeviceSpec, EalOptions, HugepageMode, HugepageState, InvalidOption, MempoolOptions,
     PortOptions,
 };
 

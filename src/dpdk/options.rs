@@ -58,7 +58,7 @@ impl Default for EalOptions {
 
 /// Where a port comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Device {
+pub enum DeviceSpec {
     /// A virtual device given to the EAL as `--vdev` (e.g.
     /// `net_memif0,role=server,socket=/tmp/f.sock`).
     Vdev(String),
@@ -70,9 +70,9 @@ pub enum Device {
     Ring(String),
 }
 
-impl Device {
+impl DeviceSpec {
     /// Parses `ring:NAME`, a PCI address (`[dddd:]bb:dd.f[,args]`) or a vdev spec.
-    pub fn parse(spec: &str) -> Result<Device> {
+    pub fn parse(spec: &str) -> Result<DeviceSpec> {
         let spec = spec.trim();
         if let Some(name) = spec.strip_prefix("ring:") {
             if name.is_empty() || name.len() > 20 {
@@ -80,24 +80,24 @@ impl Device {
                     "ring link name {name:?} must be 1..=20 characters"
                 )));
             }
-            return Ok(Device::Ring(name.to_string()));
+            return Ok(DeviceSpec::Ring(name.to_string()));
         }
         let head = spec.split(',').next().unwrap_or("");
         if head.is_empty() {
             return Err(InvalidOption("empty device spec".into()));
         }
         if is_pci_address(head) {
-            Ok(Device::Pci(spec.to_string()))
+            Ok(DeviceSpec::Pci(spec.to_string()))
         } else {
-            Ok(Device::Vdev(spec.to_string()))
+            Ok(DeviceSpec::Vdev(spec.to_string()))
         }
     }
 
     /// The name DPDK gives the port (what `rte_eth_dev_get_port_by_name` takes).
     pub fn port_name(&self) -> &str {
         match self {
-            Device::Vdev(s) | Device::Pci(s) => s.split(',').next().unwrap_or(""),
-            Device::Ring(s) => s,
+            DeviceSpec::Vdev(s) | DeviceSpec::Pci(s) => s.split(',').next().unwrap_or(""),
+            DeviceSpec::Ring(s) => s,
         }
     }
 }
@@ -166,7 +166,7 @@ impl HugepageState {
 /// whether it uses hugepages. Pure, so it is tested without starting DPDK.
 pub fn eal_args(
     opts: &EalOptions,
-    devices: &[Device],
+    devices: &[DeviceSpec],
     huge: HugepageState,
 ) -> Result<(Vec<String>, bool)> {
     let lcores = if opts.lcores.is_empty() {
@@ -227,12 +227,12 @@ pub fn eal_args(
     let mut any_pci = false;
     for d in devices {
         match d {
-            Device::Vdev(s) => a.extend(["--vdev".into(), s.clone()]),
-            Device::Pci(s) => {
+            DeviceSpec::Vdev(s) => a.extend(["--vdev".into(), s.clone()]),
+            DeviceSpec::Pci(s) => {
                 any_pci = true;
                 a.extend(["-a".into(), s.clone()]);
             }
-            Device::Ring(_) => {}
+            DeviceSpec::Ring(_) => {}
         }
     }
     if !any_pci {
@@ -314,20 +314,25 @@ mod tests {
 
     #[test]
     fn device_specs_parse() {
-        assert_eq!(Device::parse("ring:l0").unwrap(), Device::Ring("l0".into()));
         assert_eq!(
-            Device::parse("0000:03:00.1").unwrap(),
-            Device::Pci("0000:03:00.1".into())
+            DeviceSpec::parse("ring:l0").unwrap(),
+            DeviceSpec::Ring("l0".into())
         );
         assert_eq!(
-            Device::parse("03:00.1,dv_flow_en=1").unwrap().port_name(),
+            DeviceSpec::parse("0000:03:00.1").unwrap(),
+            DeviceSpec::Pci("0000:03:00.1".into())
+        );
+        assert_eq!(
+            DeviceSpec::parse("03:00.1,dv_flow_en=1")
+                .unwrap()
+                .port_name(),
             "03:00.1"
         );
-        let m = Device::parse("net_memif0,role=server,socket=/tmp/x.sock").unwrap();
+        let m = DeviceSpec::parse("net_memif0,role=server,socket=/tmp/x.sock").unwrap();
         assert_eq!(m.port_name(), "net_memif0");
-        assert!(matches!(m, Device::Vdev(_)));
-        assert!(Device::parse("").is_err());
-        assert!(Device::parse("ring:").is_err());
+        assert!(matches!(m, DeviceSpec::Vdev(_)));
+        assert!(DeviceSpec::parse("").is_err());
+        assert!(DeviceSpec::parse("ring:").is_err());
     }
 
     #[test]
@@ -360,9 +365,9 @@ mod tests {
     #[test]
     fn devices_become_eal_arguments() {
         let devs = [
-            Device::parse("net_null0").unwrap(),
-            Device::parse("0000:01:00.0").unwrap(),
-            Device::parse("ring:x").unwrap(),
+            DeviceSpec::parse("net_null0").unwrap(),
+            DeviceSpec::parse("0000:01:00.0").unwrap(),
+            DeviceSpec::parse("ring:x").unwrap(),
         ];
         let opts = EalOptions {
             file_prefix: Some("p1".into()),

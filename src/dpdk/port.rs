@@ -7,7 +7,7 @@ use super::error::{check, from_errno, Error, Result};
 use super::ffi;
 use super::mbuf::{free_burst, Mbuf};
 use super::mempool::Mempool;
-use super::options::{Device, PortOptions};
+use super::options::{DeviceSpec, PortOptions};
 use crate::backend::{Backend, Burst, BURST};
 use crate::wire::MacAddr;
 use std::ffi::CString;
@@ -79,8 +79,13 @@ unsafe impl Sync for PortInner {}
 impl Port {
     /// Configures and starts the port behind `device` (a vdev or PCI function
     /// the EAL was given). Ring links are made with [`Port::ring_pair`].
-    pub fn open(eal: &Eal, device: &Device, pool: &Mempool, opts: &PortOptions) -> Result<Port> {
-        if let Device::Ring(name) = device {
+    pub fn open(
+        eal: &Eal,
+        device: &DeviceSpec,
+        pool: &Mempool,
+        opts: &PortOptions,
+    ) -> Result<Port> {
+        if let DeviceSpec::Ring(name) = device {
             return Err(Error::Invalid(format!(
                 "ring link {name:?}: open both ends with Port::ring_pair"
             )));

@@ -2,7 +2,7 @@
 //! (ring links as pairs), ready for poll loops.
 
 use crate::config::{Config, PortConfig};
-use crate::dpdk::{self, Device, Eal, Mempool, Port, QueueId};
+use crate::dpdk::{self, DeviceSpec, Eal, Mempool, Port, QueueId};
 use std::collections::HashMap;
 
 /// The EAL, the mempool and the open ports of a config.
@@ -29,7 +29,7 @@ impl Ports {
                 })
                 .collect::<anyhow::Result<_>>()?
         };
-        let devices: Vec<Device> = chosen
+        let devices: Vec<DeviceSpec> = chosen
             .iter()
             .map(|p| p.device())
             .collect::<Result<_, _>>()?;
@@ -48,7 +48,7 @@ impl Ports {
         let mut rings_done: Vec<String> = Vec::new();
         for (pc, dev) in chosen.iter().zip(&devices) {
             match dev {
-                Device::Ring(link) => {
+                DeviceSpec::Ring(link) => {
                     if rings_done.contains(link) {
                         continue;
                     }
@@ -56,7 +56,7 @@ impl Ports {
                     let ends: Vec<&PortConfig> = cfg
                         .ports
                         .iter()
-                        .filter(|p| matches!(p.device(), Ok(Device::Ring(l)) if &l == link))
+                        .filter(|p| matches!(p.device(), Ok(DeviceSpec::Ring(l)) if &l == link))
                         .collect();
                     let (a, b) = Port::ring_pair(&eal, link, &pool, &ends[0].options())?;
                     ports.insert(ends[0].name.clone(), (ends[0].clone(), a));
