@@ -49,15 +49,7 @@ impl Pair {
         let setup = |d: &mut Device| {
             let pd = d.alloc_pd();
             let cq = d.create_cq(4096).unwrap();
-            let mr = d
-                .reg_mr(MrSpec {
-                    pd,
-                    len: 1 << 20,
-                    access: Access::ALL,
-                    addr: None,
-                    key: None,
-                })
-                .unwrap();
+            let mr = d.reg_mr(MrSpec::new(pd, 1 << 20, Access::ALL)).unwrap();
             let qp = d.create_qp(pd, cq, cq, QpCaps::default()).unwrap();
             (cq, mr, qp)
         };

@@ -171,13 +171,11 @@ fn build() -> Result<(SimNet, Vec<Flow>, MrKeys, ChannelId)> {
         let d = &mut net.hosts[RECEIVER].dev;
         let pd = d.alloc_pd();
         let cq = d.create_cq(16)?;
-        let mr = d.reg_mr(MrSpec {
+        let mr = d.reg_mr(MrSpec::new(
             pd,
-            len: SENDERS * MSGS * MSG,
-            access: Access::LOCAL_WRITE | Access::REMOTE_WRITE,
-            addr: None,
-            key: None,
-        })?;
+            SENDERS * MSGS * MSG,
+            Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+        ))?;
         (pd, cq, mr)
     };
 
@@ -189,13 +187,7 @@ fn build() -> Result<(SimNet, Vec<Flow>, MrKeys, ChannelId)> {
         let d = &mut net.hosts[s].dev;
         let pd = d.alloc_pd();
         let cq = d.create_cq(WINDOW + 16)?;
-        let mr = d.reg_mr(MrSpec {
-            pd,
-            len: MSGS * MSG,
-            access: Access::LOCAL_WRITE,
-            addr: None,
-            key: None,
-        })?;
+        let mr = d.reg_mr(MrSpec::new(pd, MSGS * MSG, Access::LOCAL_WRITE))?;
         let mem = d.mr_mut(mr.lkey).context("a sender's region")?;
         for (k, chunk) in mem.chunks_mut(MSG).enumerate() {
             let tag = (s - 1) * MSGS + k;

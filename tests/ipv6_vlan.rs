@@ -66,15 +66,7 @@ impl End {
         let mut dev = Device::new(cfg).unwrap();
         let pd = dev.alloc_pd();
         let cq = dev.create_cq(256).unwrap();
-        let mr = dev
-            .reg_mr(MrSpec {
-                pd,
-                len: MR_LEN,
-                access: Access::ALL,
-                addr: None,
-                key: None,
-            })
-            .unwrap();
+        let mr = dev.reg_mr(MrSpec::new(pd, MR_LEN, Access::ALL)).unwrap();
         let qp = dev.create_qp(pd, cq, cq, QpCaps::default()).unwrap();
         End { dev, cq, mr, qp }
     }
@@ -604,15 +596,7 @@ fn send_between(
     let setup = |d: &mut Device| {
         let pd = d.alloc_pd();
         let cq = d.create_cq(16).unwrap();
-        let mr = d
-            .reg_mr(MrSpec {
-                pd,
-                len: 4096,
-                access: Access::ALL,
-                addr: None,
-                key: None,
-            })
-            .unwrap();
+        let mr = d.reg_mr(MrSpec::new(pd, 4096, Access::ALL)).unwrap();
         let qp = d.create_qp(pd, cq, cq, QpCaps::default()).unwrap();
         (cq, mr, qp)
     };

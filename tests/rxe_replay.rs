@@ -535,13 +535,11 @@ fn build_responder(cap: &Capture, recs: &[Rec], flow: &Flow) -> Responder {
     // Receive WRs for the SENDs (and WRITEs with immediate).
     let recv = if sends > 0 {
         let keys = dev
-            .reg_mr(MrSpec {
+            .reg_mr(MrSpec::new(
                 pd,
-                len: (sends as u64 * RECV_LEN) as usize,
-                access: Access::LOCAL_WRITE,
-                addr: None,
-                key: None,
-            })
+                (sends as u64 * RECV_LEN) as usize,
+                Access::LOCAL_WRITE,
+            ))
             .unwrap();
         for k in 0..sends as u64 {
             dev.post_recv(
@@ -1053,13 +1051,11 @@ fn requester_replay(cap: &Capture, recs: &[Rec], flow: &Flow) -> usize {
     let cq = dev.create_cq(1 << 12).unwrap();
     let slot = |k: usize| k as u64 * RECV_LEN;
     let local = dev
-        .reg_mr(MrSpec {
+        .reg_mr(MrSpec::new(
             pd,
-            len: (msgs.len() as u64 * RECV_LEN) as usize,
-            access: Access::LOCAL_WRITE,
-            addr: None,
-            key: None,
-        })
+            (msgs.len() as u64 * RECV_LEN) as usize,
+            Access::LOCAL_WRITE,
+        ))
         .unwrap();
     for (k, m) in msgs.iter().enumerate() {
         let at = slot(k) as usize;

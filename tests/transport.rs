@@ -253,15 +253,7 @@ impl End {
         let pd = dev.alloc_pd();
         let scq = dev.create_cq(o.scq_cap).unwrap();
         let rcq = dev.create_cq(rcq_cap).unwrap();
-        let mr = dev
-            .reg_mr(MrSpec {
-                pd,
-                len: o.mr_len,
-                access: Access::ALL,
-                addr: None,
-                key: None,
-            })
-            .unwrap();
+        let mr = dev.reg_mr(MrSpec::new(pd, o.mr_len, Access::ALL)).unwrap();
         let qp = dev.create_qp(pd, scq, rcq, caps).unwrap();
         End {
             dev,
@@ -859,26 +851,8 @@ fn send_with_invalidate() {
     let mut p = Pair::new(Opts::default());
     let inv = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_INVALIDATE;
     let pd = p.b.pd;
-    let m2 =
-        p.b.dev
-            .reg_mr(MrSpec {
-                pd,
-                len: 4096,
-                access: inv,
-                addr: None,
-                key: None,
-            })
-            .unwrap();
-    let m3 =
-        p.b.dev
-            .reg_mr(MrSpec {
-                pd,
-                len: 4096,
-                access: inv,
-                addr: None,
-                key: None,
-            })
-            .unwrap();
+    let m2 = p.b.dev.reg_mr(MrSpec::new(pd, 4096, inv)).unwrap();
+    let m3 = p.b.dev.reg_mr(MrSpec::new(pd, 4096, inv)).unwrap();
     p.a.fill(0, &pattern(3, 4096));
     for i in 0..2 {
         let sge = p.b.sge(i * 4096, 4096);
@@ -961,13 +935,11 @@ fn send_with_invalidate_of_a_region_that_does_not_allow_it() {
     let pd = p.b.pd;
     let m2 =
         p.b.dev
-            .reg_mr(MrSpec {
+            .reg_mr(MrSpec::new(
                 pd,
-                len: 4096,
-                access: Access::LOCAL_WRITE | Access::REMOTE_WRITE,
-                addr: None,
-                key: None,
-            })
+                4096,
+                Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+            ))
             .unwrap();
     let sge = p.b.sge(0, 4096);
     p.b.recv(10, vec![sge]);
@@ -1218,13 +1190,7 @@ fn scatter_gather_lists_on_both_sides() {
     let pd = p.a.pd;
     let m2 =
         p.a.dev
-            .reg_mr(MrSpec {
-                pd,
-                len: 8192,
-                access: Access::LOCAL_WRITE,
-                addr: None,
-                key: None,
-            })
+            .reg_mr(MrSpec::new(pd, 8192, Access::LOCAL_WRITE))
             .unwrap();
     let d1 = pattern(7, 4096);
     let d2 = pattern(8, 8192);
@@ -2339,16 +2305,7 @@ fn nak_remote_access_error() {
             "WRITE a region of another PD",
             |p, _| {
                 let pd = p.b.dev.alloc_pd();
-                let m =
-                    p.b.dev
-                        .reg_mr(MrSpec {
-                            pd,
-                            len: 64,
-                            access: Access::ALL,
-                            addr: None,
-                            key: None,
-                        })
-                        .unwrap();
+                let m = p.b.dev.reg_mr(MrSpec::new(pd, 64, Access::ALL)).unwrap();
                 SendOp::Write {
                     remote_addr: m.addr,
                     rkey: m.rkey,
@@ -2367,13 +2324,7 @@ fn nak_remote_access_error() {
                 // Local write only: no remote right at all.
                 let m =
                     p.b.dev
-                        .reg_mr(MrSpec {
-                            pd,
-                            len: 8192,
-                            access: Access::LOCAL_WRITE,
-                            addr: None,
-                            key: None,
-                        })
+                        .reg_mr(MrSpec::new(pd, 8192, Access::LOCAL_WRITE))
                         .unwrap();
                 let op = op(p, &m);
                 p.a.post(wr(1, op, vec![p.a.sge(0, len)]));
@@ -2490,16 +2441,7 @@ fn local_protection_error_on_a_bad_send_sge() {
         }),
         ("region of another PD", |p| {
             let pd = p.a.dev.alloc_pd();
-            let m =
-                p.a.dev
-                    .reg_mr(MrSpec {
-                        pd,
-                        len: 64,
-                        access: Access::ALL,
-                        addr: None,
-                        key: None,
-                    })
-                    .unwrap();
+            let m = p.a.dev.reg_mr(MrSpec::new(pd, 64, Access::ALL)).unwrap();
             wr(
                 1,
                 SendOp::Send,
@@ -2512,16 +2454,7 @@ fn local_protection_error_on_a_bad_send_sge() {
         }),
         ("READ into a read-only region", |p| {
             let pd = p.a.pd;
-            let m =
-                p.a.dev
-                    .reg_mr(MrSpec {
-                        pd,
-                        len: 64,
-                        access: Access::NONE,
-                        addr: None,
-                        key: None,
-                    })
-                    .unwrap();
+            let m = p.a.dev.reg_mr(MrSpec::new(pd, 64, Access::NONE)).unwrap();
             let op = SendOp::Read {
                 remote_addr: p.b.addr(0),
                 rkey: p.b.rkey(),
@@ -2540,13 +2473,7 @@ fn local_protection_error_on_a_bad_send_sge() {
             let pd = p.a.pd;
             let m =
                 p.a.dev
-                    .reg_mr(MrSpec {
-                        pd,
-                        len: 64,
-                        access: Access::REMOTE_READ,
-                        addr: None,
-                        key: None,
-                    })
+                    .reg_mr(MrSpec::new(pd, 64, Access::REMOTE_READ))
                     .unwrap();
             let op = SendOp::FetchAdd {
                 remote_addr: p.b.addr(0),
@@ -2767,13 +2694,7 @@ fn responder_local_protection_error_on_a_bad_receive_sge() {
             let pd = p.b.pd;
             let m =
                 p.b.dev
-                    .reg_mr(MrSpec {
-                        pd,
-                        len: 64,
-                        access: Access::REMOTE_READ,
-                        addr: None,
-                        key: None,
-                    })
+                    .reg_mr(MrSpec::new(pd, 64, Access::REMOTE_READ))
                     .unwrap();
             vec![Sge {
                 addr: m.addr,
@@ -3083,15 +3004,7 @@ fn retry_exhaustion_on_a_dead_simulated_link() {
         let d = &mut net.hosts[h].dev;
         let pd = d.alloc_pd();
         let cq = d.create_cq(64).unwrap();
-        let mr = d
-            .reg_mr(MrSpec {
-                pd,
-                len: 4096,
-                access: Access::ALL,
-                addr: None,
-                key: None,
-            })
-            .unwrap();
+        let mr = d.reg_mr(MrSpec::new(pd, 4096, Access::ALL)).unwrap();
         let qp = d.create_qp(pd, cq, cq, QpCaps::default()).unwrap();
         ids.push((cq, mr, qp));
     }
@@ -3287,15 +3200,7 @@ fn qp_state_machine_errors_are_errors_not_panics() {
     let mut d = Device::new(DeviceConfig::new(MAC_A, ip_a())).unwrap();
     let pd = d.alloc_pd();
     let cq = d.create_cq(16).unwrap();
-    let mr = d
-        .reg_mr(MrSpec {
-            pd,
-            len: 64,
-            access: Access::ALL,
-            addr: None,
-            key: None,
-        })
-        .unwrap();
+    let mr = d.reg_mr(MrSpec::new(pd, 64, Access::ALL)).unwrap();
     let q = d.create_qp(pd, cq, cq, QpCaps::default()).unwrap();
     let sge = Sge {
         addr: mr.addr,
@@ -3589,23 +3494,9 @@ fn qp_state_machine_errors_are_errors_not_panics() {
             }
         )
         .is_err());
-    assert!(d
-        .reg_mr(MrSpec {
-            pd,
-            len: 8,
-            access: Access::REMOTE_WRITE,
-            addr: None,
-            key: None
-        })
-        .is_err());
+    assert!(d.reg_mr(MrSpec::new(pd, 8, Access::REMOTE_WRITE)).is_err());
     assert_eq!(
-        d.reg_mr(MrSpec {
-            pd: PdId(99),
-            len: 8,
-            access: Access::NONE,
-            addr: None,
-            key: None
-        }),
+        d.reg_mr(MrSpec::new(PdId(99), 8, Access::NONE)),
         Err(Error::NoSuchPd)
     );
     assert!(d
@@ -4680,7 +4571,7 @@ mod props {
             let mut d = Device::new(DeviceConfig::new(MAC_A, ip_a())).unwrap();
             let pd = d.alloc_pd();
             let cq = d.create_cq(8).unwrap();
-            let mr = d.reg_mr(MrSpec { pd, len: 8192, access: Access::ALL, addr: None, key: None }).unwrap();
+            let mr = d.reg_mr(MrSpec::new(pd, 8192, Access::ALL)).unwrap();
             let q = d.create_qp(pd, cq, cq, QpCaps { max_send_wr: 8, max_recv_wr: 8, ..QpCaps::default() }).unwrap();
             let mut now = Instant::ZERO;
             let mut buf = vec![0u8; 9216];
@@ -4873,15 +4764,7 @@ fn soak(seed: u64, messages: usize) -> (QpCounters, QpCounters) {
         let d = &mut net.hosts[h].dev;
         let pd = d.alloc_pd();
         let cq = d.create_cq(4096).unwrap();
-        let mr = d
-            .reg_mr(MrSpec {
-                pd,
-                len: 1 << 20,
-                access: Access::ALL,
-                addr: None,
-                key: None,
-            })
-            .unwrap();
+        let mr = d.reg_mr(MrSpec::new(pd, 1 << 20, Access::ALL)).unwrap();
         let qp = d.create_qp(pd, cq, cq, QpCaps::default()).unwrap();
         ends.push(SoakEnd { cq, mr, qp });
     }

@@ -836,15 +836,7 @@ fn the_transports_own_frames_decode_in_tshark() {
     let setup = |d: &mut Device| {
         let pd = d.alloc_pd();
         let cq = d.create_cq(256).unwrap();
-        let mr = d
-            .reg_mr(MrSpec {
-                pd,
-                len: 1 << 16,
-                access: Access::ALL,
-                addr: None,
-                key: None,
-            })
-            .unwrap();
+        let mr = d.reg_mr(MrSpec::new(pd, 1 << 16, Access::ALL)).unwrap();
         let qp = d.create_qp(pd, cq, cq, QpCaps::default()).unwrap();
         (pd, mr, qp)
     };
@@ -857,13 +849,11 @@ fn the_transports_own_frames_decode_in_tshark() {
         .copy_from_slice(&frames::payload(1 << 16));
     // A region of b's that a SEND with invalidate may invalidate.
     let inv = b
-        .reg_mr(MrSpec {
-            pd: pdb,
-            len: 64,
-            access: Access::LOCAL_WRITE | Access::REMOTE_INVALIDATE,
-            addr: None,
-            key: None,
-        })
+        .reg_mr(MrSpec::new(
+            pdb,
+            64,
+            Access::LOCAL_WRITE | Access::REMOTE_INVALIDATE,
+        ))
         .unwrap();
     let p = ConnectParams {
         traffic_class: 26 << 2 | 2, // DSCP 26, ECT(0), as ConnectX sends

@@ -119,15 +119,7 @@ mod tests {
         let setup = |d: &mut Device| {
             let pd = d.alloc_pd();
             let cq = d.create_cq(16).unwrap();
-            let mr = d
-                .reg_mr(MrSpec {
-                    pd,
-                    len: 4096,
-                    access: Access::ALL,
-                    addr: None,
-                    key: None,
-                })
-                .unwrap();
+            let mr = d.reg_mr(MrSpec::new(pd, 4096, Access::ALL)).unwrap();
             let qp = d.create_qp(pd, cq, cq, QpCaps::default()).unwrap();
             (cq, mr, qp)
         };

@@ -794,13 +794,11 @@ impl<'a> Run<'a> {
             let pd = d.alloc_pd();
             let cq = d.create_cq(16).map_err(setup)?;
             let mr = d
-                .reg_mr(MrSpec {
+                .reg_mr(MrSpec::new(
                     pd,
-                    len: msg,
-                    access: Access::LOCAL_WRITE | Access::REMOTE_WRITE,
-                    addr: None,
-                    key: None,
-                })
+                    msg,
+                    Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+                ))
                 .map_err(setup)?;
             (pd, cq, mr)
         };
@@ -820,13 +818,7 @@ impl<'a> Run<'a> {
             let pd = d.alloc_pd();
             let cq = d.create_cq(window as usize + 16).map_err(setup)?;
             let mr = d
-                .reg_mr(MrSpec {
-                    pd,
-                    len: msg,
-                    access: Access::LOCAL_WRITE,
-                    addr: None,
-                    key: None,
-                })
+                .reg_mr(MrSpec::new(pd, msg, Access::LOCAL_WRITE))
                 .map_err(setup)?;
             let qpn = d.create_qp(pd, cq, cq, caps).map_err(setup)?;
             net.connect_qps(s, qpn, RECEIVER, rqpn, &params)

@@ -366,15 +366,7 @@ mod tests {
             let d = &mut net.hosts[h].dev;
             let pd = d.alloc_pd();
             let cq = d.create_cq(256).unwrap();
-            let mr = d
-                .reg_mr(MrSpec {
-                    pd,
-                    len: 1 << 20,
-                    access: Access::ALL,
-                    addr: None,
-                    key: None,
-                })
-                .unwrap();
+            let mr = d.reg_mr(MrSpec::new(pd, 1 << 20, Access::ALL)).unwrap();
             let q1 = d.create_qp(pd, cq, cq, QpCaps::default()).unwrap();
             let q2 = d.create_qp(pd, cq, cq, QpCaps::default()).unwrap();
             ends.push((cq, mr, q1, q2));

@@ -106,6 +106,20 @@ pub struct MrSpec {
     pub key: Option<u32>,
 }
 
+impl MrSpec {
+    /// `len` bytes in `pd` granting `access`, at a fresh address with a
+    /// fresh key.
+    pub fn new(pd: PdId, len: usize, access: Access) -> MrSpec {
+        MrSpec {
+            pd,
+            len,
+            access,
+            addr: None,
+            key: None,
+        }
+    }
+}
+
 /// The keys and address of a registered region.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MrKeys {
@@ -662,13 +676,11 @@ mod tests {
             Err(AccessError::NotPermitted(0x77))
         );
         let k2 = t
-            .register(MrSpec {
+            .register(MrSpec::new(
                 pd,
-                len: 8,
-                access: Access::REMOTE_INVALIDATE | Access::LOCAL_WRITE | Access::REMOTE_WRITE,
-                addr: None,
-                key: None,
-            })
+                8,
+                Access::REMOTE_INVALIDATE | Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+            ))
             .unwrap();
         t.invalidate(k2.rkey, pd).unwrap();
         assert_eq!(

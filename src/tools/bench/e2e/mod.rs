@@ -107,13 +107,7 @@ impl<T: FrameBuf> Engine<T> {
         let mut dev = Device::new(DeviceConfig::new(mac, ip))?;
         let pd = dev.alloc_pd();
         let cq = dev.create_cq(4096)?;
-        let mr = dev.reg_mr(MrSpec {
-            pd,
-            len: 2 * SLOTS * BIG,
-            access: Access::ALL,
-            addr: None,
-            key: None,
-        })?;
+        let mr = dev.reg_mr(MrSpec::new(pd, 2 * SLOTS * BIG, Access::ALL))?;
         let caps = QpCaps {
             max_send_wr: p.sq_depth.max(4),
             max_recv_wr: 2 * RECVS as u32,
