@@ -14,92 +14,138 @@ use anyhow::{bail, Context, Result};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// The options of `ferroce sim`, as given on the command line (see its
-/// `--help` for each).
-#[derive(Debug, Clone, PartialEq)]
+/// The options of `ferroce sim`, as given on the command line (the text
+/// of rates, sizes and durations is parsed by [`sim`]).
+#[derive(Debug, Clone, PartialEq, clap::Args)]
 pub struct SimOpts {
-    /// `--incast N`: N senders into one receiver instead of the soak.
+    /// Incast mode: N senders (1-64) each write RDMA WRITEs into one
+    /// receiver through one switch whose ports mark ECN (RED) and drop at
+    /// the tail; prints goodput per flow, Jain's fairness, bottleneck
+    /// utilisation, queue percentiles, CNPs and drops. Takes --rate,
+    /// --delay, --mtu (default 4096), --size (one size, default 64K),
+    /// --window (default: enough to overflow the buffer without rate
+    /// control), --timeout, --retry-cnt, --seed, --json and the incast
+    /// flags (--duration, --cc, --kmin, --kmax, --pmax, --buffer, --csv).
+    #[arg(
+        long,
+        value_name = "N",
+        conflicts_with_all = [
+            "ops", "msgs", "loss", "reorder", "dup", "corrupt", "seeds", "reorder_delay",
+            "queue_bytes", "qps", "bidir", "recvs", "recv_delay", "time_limit", "pcap",
+        ]
+    )]
     pub incast: Option<usize>,
-    /// `--duration`: how long the incast senders post WRITEs, in virtual
-    /// time (e.g. `20ms`; default 20 ms).
+    /// Incast: how long the senders post WRITEs, in virtual time (e.g.
+    /// 20ms; default 20ms).
+    #[arg(long, requires = "incast")]
     pub duration: Option<String>,
-    /// `--cc`: the incast senders' rate control, `dcqcn-cx`, `dcqcn-paper`
-    /// or `none` (default `dcqcn-cx`).
+    /// Incast: the senders' rate control: dcqcn-cx, dcqcn-paper or none
+    /// (default dcqcn-cx). The CNP interval follows: 50us for dcqcn-paper,
+    /// 4us otherwise.
+    #[arg(long, requires = "incast")]
     pub cc: Option<String>,
-    /// `--kmin`: incast ECN marking starts above this many bytes queued
-    /// (K, M suffixes; default scaled with the rate).
+    /// Incast: ECN marking starts above this many bytes queued (K and M
+    /// suffixes, binary; default 50 KB x rate / 100G).
+    #[arg(long, requires = "incast")]
     pub kmin: Option<String>,
-    /// `--kmax`: above this many bytes queued every ECN-capable frame is
-    /// marked (K, M suffixes; default scaled with the rate).
+    /// Incast: every ECN-capable frame is marked above this many bytes
+    /// queued (default 1.6 MB x rate / 100G).
+    #[arg(long, requires = "incast")]
     pub kmax: Option<String>,
-    /// `--pmax`: the incast marking probability at Kmax (default 1).
+    /// Incast: the marking probability at Kmax (default 1).
+    #[arg(long, requires = "incast")]
     pub pmax: Option<f64>,
-    /// `--buffer`: the incast switch ports' drop-tail buffer in bytes (K, M
+    /// Incast: the switch ports' drop-tail buffer in bytes (K and M
     /// suffixes; default 2 x Kmax).
+    #[arg(long, requires = "incast")]
     pub buffer: Option<String>,
-    /// `--csv`: directory for the incast's queue.csv, flows.csv and
-    /// cc_trace.csv.
+    /// Incast: write queue.csv, flows.csv and cc_trace.csv into this
+    /// directory (created if missing).
+    #[arg(long, value_name = "DIR", requires = "incast")]
     pub csv: Option<PathBuf>,
-    /// `--ops`: the operations to mix, comma-separated `send`, `write`,
-    /// `read`, `atomic` or `all`.
+    /// Operations to mix, comma-separated: send, write, read, atomic (or all).
+    #[arg(long, default_value = "send,write,read,atomic")]
     pub ops: String,
-    /// `--msgs`: messages per seed, spread over the QP pairs.
+    /// Messages per seed (spread over the QP pairs).
+    #[arg(long, default_value_t = 2000)]
     pub msgs: u64,
-    /// `--size`: message sizes in bytes, `MIN-MAX` or one size, K and M
-    /// suffixes (default `1-8192`; incast one size, 64 KiB).
+    /// Message sizes in bytes, MIN-MAX (uniform) or one size; K and M
+    /// suffixes [default: 1-8192; with --incast one size, 64K].
+    #[arg(long)]
     pub size: Option<String>,
-    /// `--mtu`: the path MTU in bytes, 256 to 4096 (default 1024; incast
-    /// 4096).
+    /// Path MTU: 256, 512, 1024, 2048 or 4096 [default: 1024; 4096 with
+    /// --incast].
+    #[arg(long)]
     pub mtu: Option<u32>,
-    /// `--loss`: probability that a frame is lost, each direction.
+    /// Probability that a frame is lost (each direction).
+    #[arg(long, default_value_t = 0.0)]
     pub loss: f64,
-    /// `--reorder`: probability that a frame is held back by up to
-    /// `reorder_delay`.
+    /// Probability that a frame is delayed by up to --reorder-delay.
+    #[arg(long, default_value_t = 0.0)]
     pub reorder: f64,
-    /// `--dup`: probability that a frame arrives twice.
+    /// Probability that a frame arrives twice.
+    #[arg(long, default_value_t = 0.0)]
     pub dup: f64,
-    /// `--corrupt`: probability that one bit of a frame is flipped.
+    /// Probability that one bit of a frame is flipped (it then fails its
+    /// ICRC or IP checksum and is dropped by the receiver).
+    #[arg(long, default_value_t = 0.0)]
     pub corrupt: f64,
-    /// `--seed`: the seed of the faults and the data (one run).
+    /// The seed of the faults and the data.
+    #[arg(long, default_value_t = 1, conflicts_with = "seeds")]
     pub seed: u64,
-    /// `--seeds A-B`: run every seed from A to B inclusive instead.
+    /// Runs every seed of A-B (inclusive), one line each, then a total line.
+    #[arg(long)]
     pub seeds: Option<String>,
-    /// `--rate`: link rate in bits/s with a suffix (`100G`, `400M`), or
-    /// `inf` for no serialisation.
+    /// Link rate (bits/s): 100G, 25G, 400M, ...; inf for no serialisation.
+    #[arg(long, default_value = "100G")]
     pub rate: String,
-    /// `--delay`: one-way propagation delay of a link (`1us`, `500ns`).
+    /// One-way propagation delay: 1us, 500ns, 2ms, ...
+    #[arg(long, default_value = "1us")]
     pub delay: String,
-    /// `--reorder-delay`: the largest extra delay of a reordered frame.
+    /// The largest extra delay of a reordered frame.
+    #[arg(long, default_value = "10us")]
     pub reorder_delay: String,
-    /// `--queue-bytes`: drop-tail limit of each egress queue in bytes
-    /// (`None`: unbounded).
+    /// Drop-tail limit of each egress queue in bytes (default: unbounded).
+    #[arg(long)]
     pub queue_bytes: Option<usize>,
-    /// `--qps`: QP pairs between the two hosts.
+    /// QP pairs between the two hosts.
+    #[arg(long, default_value_t = 1)]
     pub qps: u32,
-    /// `--bidir`: both hosts post work requests on every QP pair.
+    /// Both hosts post work requests on every QP pair (each QP is requester
+    /// and responder at once); otherwise host A posts and host B answers.
+    #[arg(long)]
     pub bidir: bool,
-    /// `--window`: work requests outstanding per QP at most (default 64;
-    /// incast: enough to overflow the buffer without rate control).
+    /// Work requests outstanding per QP at most [default: 64; with
+    /// --incast, enough to overflow the buffer without rate control].
+    #[arg(long)]
     pub window: Option<u32>,
-    /// `--recvs`: receive buffers the responder keeps posted per QP
-    /// (default window + 8).
+    /// Receive buffers the responder keeps posted per QP (default: window +
+    /// 8, so a SEND never waits; fewer exercise RNR NAKs).
+    #[arg(long)]
     pub recvs: Option<u32>,
-    /// `--recv-delay`: how long after a completion the responder posts a
-    /// receive buffer again.
+    /// How long after its completion the responder posts a receive buffer
+    /// again (a slow consumer; with a small --recvs, RNR NAKs).
+    #[arg(long, default_value = "0ns")]
     pub recv_delay: String,
-    /// `--timeout`: local ACK timeout exponent, 4.096 us x 2^N (default:
-    /// 10, more on a slow link).
+    /// Local ACK timeout exponent (4.096 us x 2^N); default: 10 (4.2 ms),
+    /// more on a link too slow for it.
+    #[arg(long)]
     pub timeout: Option<u8>,
-    /// `--retry-cnt`: transport retries before an error completion (0-7).
+    /// Transport retries before an error completion (0-7).
+    #[arg(long, default_value_t = 7)]
     pub retry_cnt: u8,
-    /// `--time-limit`: the virtual time one seed may take at most.
+    /// Virtual time one seed may take at most.
+    #[arg(long, default_value = "120s")]
     pub time_limit: String,
-    /// `--json`: one JSON object per seed (and one with the totals)
-    /// instead of text lines.
+    /// One JSON object per seed (and a last one with the totals).
+    #[arg(long)]
     pub json: bool,
-    /// `--pcap`: write one host's frames to this pcap file (one seed only).
+    /// Write host A's frames (sent and received) to this pcap file (one
+    /// seed only).
+    #[arg(long)]
     pub pcap: Option<PathBuf>,
-    /// Whose frames `pcap` records.
+    /// Whose frames --pcap records: a (the requester) or b (the responder).
+    #[arg(long, value_enum, default_value_t = Side::A, requires = "pcap")]
     pub pcap_host: Side,
 }
 

@@ -559,11 +559,13 @@ impl Line {
 }
 
 /// The options of `ferroce decode`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, clap::Args)]
 pub struct DecodeOpts {
     /// Capture files (classic pcap or pcapng).
+    #[arg(required = true, help = "Classic pcap files (Ethernet)")]
     pub files: Vec<PathBuf>,
     /// One JSON object per frame (and a last one with the totals).
+    #[arg(long)]
     pub json: bool,
 }
 

@@ -4,85 +4,127 @@
 //! [`super::perftest`] on it, print the report, the pcap and counters.
 
 use super::perftest::{self, AtomicKind, Test};
-use anyhow::{Context, Result};
+use crate::config::Config;
+use anyhow::{bail, Context, Result};
 use std::net::IpAddr;
 use std::path::PathBuf;
 
 /// Where an interop tool runs and what it records.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
 pub struct ToolAt {
+    /// The config file: EAL, mempool and ports (see configs/).
+    #[arg(long)]
+    pub config: PathBuf,
     /// The config's `[[port]]` to use (its ip is our GID).
+    #[arg(long, help = "The [[port]] to use (its ip is our GID)")]
     pub port: String,
     /// TCP port of the exchange.
+    #[arg(short = 'p', long = "tcp-port", default_value_t = 18515)]
     pub tcp_port: u16,
     /// Print the QPs' counters at the end.
+    #[arg(long)]
     pub stats: bool,
-    /// Record every frame sent and received on the port here.
+    /// Record every frame sent and received on the port (classic pcap,
+    /// nanosecond timestamps); `ferroce decode` or Wireshark reads it.
+    #[arg(long)]
     pub pcap: Option<PathBuf>,
 }
 
+impl ToolAt {
+    /// The config, checked to have the port.
+    pub fn config(&self) -> Result<Config> {
+        let cfg = Config::load(&self.config)?;
+        if cfg.port(&self.port).is_none() {
+            bail!("the config has no port named {:?}", self.port);
+        }
+        Ok(cfg)
+    }
+}
+
 /// The options of `ferroce pingpong` (`ibv_rc_pingpong`'s).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
 pub struct PingpongCmd {
     /// Where it runs and what it records.
+    #[command(flatten)]
     pub at: ToolAt,
-    /// Bytes per message (`-s`, default 4096).
+    /// Bytes per message.
+    #[arg(short = 's', long, default_value_t = 4096)]
     pub size: u32,
-    /// Messages each way (`-n`, default 1000).
+    /// Messages each way.
+    #[arg(short = 'n', long, default_value_t = 1000)]
     pub iters: u32,
-    /// Path MTU in bytes: 256, 512, 1024, 2048 or 4096.
+    /// Path MTU: 256, 512, 1024, 2048 or 4096.
+    #[arg(short = 'm', long, default_value_t = 1024)]
     pub mtu: u32,
-    /// Receives posted (`-r`, default 500).
+    /// Receives posted.
+    #[arg(short = 'r', long, default_value_t = 500)]
     pub rx_depth: u32,
-    /// GID index (`-g`; default 0).
+    /// GID index.
+    #[arg(short = 'g', long)]
     pub gid_idx: Option<u8>,
-    /// Give up after this many ms, the exchange and the run
-    /// (`--timeout-ms`, default 30,000).
+    /// Give up after this many milliseconds (the exchange and the run).
+    #[arg(long, default_value_t = 30_000)]
     pub timeout_ms: u64,
-    /// The server's address; without it we are the server.
+    /// The server's address (TCP); without it we are the server.
     pub server: Option<IpAddr>,
 }
 
-/// The options of a perftest command (perftest's).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// perftest's options (same letters), plus the port and what to record;
+/// the test is the subcommand's.
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
 pub struct PerftestCmd {
     /// Where it runs and what it records.
+    #[command(flatten)]
     pub at: ToolAt,
-    /// Which test (the subcommand).
-    pub test: Test,
-    /// Bytes per message (`-s`; default 65536 for bandwidth, 8 for atomics,
-    /// 2 for latency).
+    /// Bytes per message (default 65536 for bandwidth, 2 for latency).
+    #[arg(short = 's', long)]
     pub size: Option<u64>,
-    /// Messages per QP (`-n`; default 5000 for write-bw, else 1000).
+    /// Messages per QP (default 5000 for write-bw, else 1000).
+    #[arg(short = 'n', long)]
     pub iters: Option<u64>,
-    /// Run this many seconds instead of a count (`-D`, bandwidth tests).
+    /// Run this many seconds instead of a count (bandwidth tests).
+    #[arg(short = 'D', long)]
     pub duration: Option<u32>,
-    /// Path MTU in bytes we offer: 256 .. 4096.
+    /// Path MTU we offer: 256 .. 4096 (default: the port's).
+    #[arg(short = 'm', long)]
     pub mtu: Option<u32>,
-    /// GID index (`-x`, default 0).
+    /// GID index.
+    #[arg(short = 'x', long = "gid-index", default_value_t = 0)]
     pub gid_index: u8,
-    /// QPs, bandwidth tests (`-q`, default 1).
+    /// QPs (bandwidth tests).
+    #[arg(short = 'q', long = "qp", default_value_t = 1)]
     pub qps: u32,
-    /// Work requests outstanding per QP (`-t`).
+    /// Work requests outstanding per QP.
+    #[arg(short = 't', long = "tx-depth")]
     pub tx_depth: Option<u32>,
-    /// Receives posted per QP, SEND tests (`-r`).
+    /// Receives posted per QP (SEND tests).
+    #[arg(short = 'r', long = "rx-depth")]
     pub rx_depth: Option<u32>,
-    /// One completion per this many work requests (`-Q`).
+    /// One completion per this many work requests.
+    #[arg(short = 'Q', long = "cq-mod")]
     pub cq_mod: Option<u32>,
-    /// The atomic of atomic-bw (`-A`, default FETCH_AND_ADD).
+    /// The atomic of atomic-bw.
+    #[arg(
+        short = 'A',
+        long = "atomic_type",
+        value_enum,
+        default_value = "FETCH_AND_ADD"
+    )]
     pub atomic: AtomicKind,
-    /// Report Gbit/s instead of MiB/s (`--report_gbits`).
+    /// Report Gbit/s instead of MiB/s.
+    #[arg(long = "report_gbits", alias = "report-gbits")]
     pub report_gbits: bool,
-    /// Give up after this many ms without progress (`--timeout-ms`,
-    /// default 60,000).
+    /// Give up after this many milliseconds without progress.
+    #[arg(long, default_value_t = 60_000)]
     pub timeout_ms: u64,
-    /// The server's address; without it we are the server.
+    /// The server's address (TCP); without it we are the server.
     pub server: Option<IpAddr>,
 }
 
 impl PerftestCmd {
-    /// perftest's options; an error for an MTU that is not one.
-    pub fn opts(&self) -> Result<perftest::Opts> {
+    /// The options of perftest's `test`; an error for an MTU that is not
+    /// one.
+    pub fn opts(&self, test: Test) -> Result<perftest::Opts> {
         let mtu = self
             .mtu
             .map(|m| {
@@ -91,7 +133,7 @@ impl PerftestCmd {
             })
             .transpose()?;
         Ok(perftest::Opts {
-            test: self.test,
+            test,
             size: self.size,
             iters: self.iters,
             duration: self.duration,
@@ -109,9 +151,10 @@ impl PerftestCmd {
         })
     }
 
-    /// Checks the options as the run would (without opening a port).
-    pub fn check(&self) -> Result<()> {
-        perftest::Params::from_opts(&self.opts()?)?;
+    /// Checks the options of `test` as the run would (without opening a
+    /// port).
+    pub fn check(&self, test: Test) -> Result<()> {
+        perftest::Params::from_opts(&self.opts(test)?)?;
         Ok(())
     }
 }
@@ -121,7 +164,7 @@ pub use dpdk_run::{perftest, pingpong};
 
 #[cfg(feature = "dpdk")]
 mod dpdk_run {
-    use super::{PerftestCmd, PingpongCmd};
+    use super::{PerftestCmd, PingpongCmd, Test};
     use crate::config::Config;
     use anyhow::{Context, Result};
 
@@ -173,9 +216,9 @@ mod dpdk_run {
         Ok(r.bad_payloads == 0)
     }
 
-    /// A perftest command on the config's port `a.at.port`; Ok(false)
-    /// (exit 1) on an error completion or a message of the wrong length.
-    pub fn perftest(cfg: &Config, a: &PerftestCmd) -> Result<bool> {
+    /// perftest's `test` on the config's port `a.at.port`; Ok(false) (exit
+    /// 1) on an error completion or a message of the wrong length.
+    pub fn perftest(cfg: &Config, test: Test, a: &PerftestCmd) -> Result<bool> {
         use crate::tools::perftest::{self, Report};
         use crate::tools::pingpong::Role;
         use crate::tools::port::{on_port, OnContext};
@@ -193,7 +236,7 @@ mod dpdk_run {
                 perftest::run(ctx, &self.role, &self.opts, self.out)
             }
         }
-        let opts = a.opts()?;
+        let opts = a.opts(test)?;
         let role = match a.server {
             Some(ip) => Role::Client(ip),
             None => Role::Server,

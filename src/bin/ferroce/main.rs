@@ -9,10 +9,6 @@ use anyhow::Result;
 use args::{BenchCmd, Cli, Cmd};
 use clap::Parser;
 use ferroce::config::{self, Config};
-use ferroce::sim::lab::experiment::LabOptions;
-use ferroce::tools::bench::wire::WireOpts;
-use ferroce::tools::decode::DecodeOpts;
-use ferroce::tools::linktest;
 use ferroce::{sim, tools};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -24,26 +20,12 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let result = match cli.cmd {
-        Cmd::Decode { files, json } => tools::decode::run(&DecodeOpts { files, json }),
-        Cmd::Sim(args) => sim::cli::sim(&args.opts()),
-        Cmd::Lab {
-            file,
-            out,
-            seed,
-            quiet,
-            no_plots,
-        } => {
-            let opts = LabOptions {
-                out,
-                seed,
-                quiet,
-                plots: !no_plots,
-            };
-            sim::cli::lab(&file, &opts)
-        }
+        Cmd::Decode(opts) => tools::decode::run(&opts),
+        Cmd::Sim(opts) => sim::cli::sim(&opts),
+        Cmd::Lab { file, opts } => sim::cli::lab(&file, &opts),
         Cmd::Bench {
-            what: BenchCmd::Wire { rounds, iters },
-        } => tools::bench::wire::run(&WireOpts { rounds, iters }),
+            what: BenchCmd::Wire(opts),
+        } => tools::bench::wire::run(&opts),
         cmd => run(cmd),
     };
     match result {
@@ -67,7 +49,7 @@ fn load(path: &Option<PathBuf>) -> Result<Config> {
 #[cfg(not(feature = "dpdk"))]
 fn run(cmd: Cmd) -> Result<bool> {
     use anyhow::bail;
-    use args::E2eArgs;
+    use ferroce::tools::linktest;
     match cmd {
         Cmd::Demo { config, .. }
         | Cmd::Info { config }
@@ -75,21 +57,16 @@ fn run(cmd: Cmd) -> Result<bool> {
             what: BenchCmd::Io { config, .. },
         }
         | Cmd::Bench {
-            what: BenchCmd::E2e(E2eArgs { config, .. }),
+            what: BenchCmd::E2e { config, .. },
         } => {
             load(&config)?;
         }
-        Cmd::Linktest {
-            config,
-            port,
-            peer_mac,
-            ..
-        } => {
+        Cmd::Linktest { config, opts } => {
             let cfg = Config::load(&config)?;
-            if cfg.port(&port).is_none() {
-                bail!("the config has no port named {port:?}");
+            if cfg.port(&opts.port).is_none() {
+                bail!("the config has no port named {:?}", opts.port);
             }
-            peer_mac.map(|m| linktest::parse_mac(&m)).transpose()?;
+            opts.peer_mac.map(|m| linktest::parse_mac(&m)).transpose()?;
         }
         Cmd::Pingpong(a) => {
             a.at.config()?;
@@ -102,14 +79,14 @@ fn run(cmd: Cmd) -> Result<bool> {
         | Cmd::ReadLat(_)
         | Cmd::SendLat(_) => {
             let (t, a) = cmd.perftest().expect("a perftest command");
-            a.cmd(t).check()?;
+            a.check(t)?;
             a.at.config()?;
         }
-        Cmd::Decode { .. }
+        Cmd::Decode(_)
         | Cmd::Sim(_)
         | Cmd::Lab { .. }
         | Cmd::Bench {
-            what: BenchCmd::Wire { .. },
+            what: BenchCmd::Wire(_),
         } => unreachable!("handled in main"),
     }
     bail!("this ferroce was built without the `dpdk` feature; rebuild with default features")
@@ -117,69 +94,18 @@ fn run(cmd: Cmd) -> Result<bool> {
 
 #[cfg(feature = "dpdk")]
 fn run(cmd: Cmd) -> Result<bool> {
-    use args::Role;
-    use ferroce::tools::bench::io::IoOpts;
-    use ferroce::tools::demo::run::DemoOpts;
     use ferroce::tools::interop;
-    use ferroce::tools::linktest::LinktestOpts;
     match cmd {
-        Cmd::Demo {
-            config,
-            count,
-            payload,
-            peer,
-        } => {
-            let opts = DemoOpts {
-                count,
-                payload,
-                peer,
-            };
-            tools::demo::run::run(load(&config)?, &opts)
-        }
-        Cmd::Linktest {
-            config,
-            port,
-            role,
-            count,
-            payload,
-            window,
-            timeout_ms,
-            peer_ip,
-            peer_mac,
-        } => {
-            let opts = LinktestOpts {
-                port,
-                send: role == Role::Send,
-                count,
-                payload,
-                window,
-                timeout_ms,
-                peer_ip,
-                peer_mac,
-            };
-            linktest::run::run(Config::load(&config)?, &opts)
-        }
+        Cmd::Demo { config, opts } => tools::demo::run::run(load(&config)?, &opts),
+        Cmd::Linktest { config, opts } => tools::linktest::run::run(Config::load(&config)?, &opts),
         Cmd::Bench {
-            what:
-                BenchCmd::Io {
-                    config,
-                    packets,
-                    frame_len,
-                    rounds,
-                },
-        } => {
-            let opts = IoOpts {
-                packets,
-                frame_len,
-                rounds,
-            };
-            tools::bench::io::run(&load(&config)?, &opts)
-        }
+            what: BenchCmd::Io { config, opts },
+        } => tools::bench::io::run(&load(&config)?, &opts),
         Cmd::Bench {
-            what: BenchCmd::E2e(a),
-        } => tools::bench::run_e2e(&load(&a.config)?, &a.cmd()),
+            what: BenchCmd::E2e { config, cmd },
+        } => tools::bench::run_e2e(&load(&config)?, &cmd),
         Cmd::Info { config } => tools::info::run(&load(&config)?),
-        Cmd::Pingpong(a) => interop::pingpong(&a.at.config()?, &a.cmd()),
+        Cmd::Pingpong(a) => interop::pingpong(&a.at.config()?, &a),
         Cmd::WriteBw(_)
         | Cmd::ReadBw(_)
         | Cmd::SendBw(_)
@@ -188,13 +114,13 @@ fn run(cmd: Cmd) -> Result<bool> {
         | Cmd::ReadLat(_)
         | Cmd::SendLat(_) => {
             let (t, a) = cmd.perftest().expect("a perftest command");
-            interop::perftest(&a.at.config()?, &a.cmd(t))
+            interop::perftest(&a.at.config()?, t, a)
         }
-        Cmd::Decode { .. }
+        Cmd::Decode(_)
         | Cmd::Sim(_)
         | Cmd::Lab { .. }
         | Cmd::Bench {
-            what: BenchCmd::Wire { .. },
+            what: BenchCmd::Wire(_),
         } => unreachable!("handled in main"),
     }
 }

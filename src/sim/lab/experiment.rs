@@ -53,15 +53,24 @@ pub enum LabError {
 }
 
 /// How to run an experiment file.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct LabOptions {
-    /// The results folder (`--out`); created if missing.
+    /// The results folder (created if missing).
+    #[arg(long)]
     pub out: PathBuf,
     /// Replaces the file's seed.
+    #[arg(long)]
     pub seed: Option<u64>,
     /// No progress bar.
+    #[arg(long)]
     pub quiet: bool,
-    /// Write PNG plots (a missing font turns into a warning).
+    /// Write PNG plots (a missing font turns into a warning); on the
+    /// command line, `--no-plots` turns them off.
+    #[arg(
+        long = "no-plots",
+        action = clap::ArgAction::SetFalse,
+        help = "No PNG plots (CSV and the summary only)"
+    )]
     pub plots: bool,
 }
 

@@ -364,11 +364,14 @@ pub fn auto_timeout(cfg: &SimConfig) -> u8 {
 
 /// One of the two hosts: A posts the work requests (B too with
 /// [`SimConfig::bidir`]), B answers them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// On the command line (`--pcap-host`) it is `a` or `b`, listed without help.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
 pub enum Side {
     /// The requester.
+    #[value(help = None::<&str>)]
     A,
     /// The responder.
+    #[value(help = None::<&str>)]
     B,
 }
 

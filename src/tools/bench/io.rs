@@ -2,22 +2,12 @@
 //! ([`crate::dpdk::Port`], `Mbuf`) next to a bare loop over the C shim, on
 //! an in-process ring link, rounds alternated in the same run.
 
+use super::IoOpts;
 use crate::config::Config;
 use crate::dpdk::{self, TscClock};
 use crate::time::Clock;
 use crate::tools::port::ports::Ports;
 use anyhow::{Context, Result};
-
-/// The options of `ferroce bench io`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct IoOpts {
-    /// Packets per measurement.
-    pub packets: u64,
-    /// Frame size in bytes.
-    pub frame_len: usize,
-    /// Alternating rounds of each loop.
-    pub rounds: usize,
-}
 
 /// `ferroce bench io` on the config's ports "a" and "b" (a ring link):
 /// prints the medians and the layer's cost; Ok(true).

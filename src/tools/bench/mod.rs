@@ -8,33 +8,56 @@ pub mod e2e;
 pub mod io;
 pub mod wire;
 
+/// The options of `ferroce bench io`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::Args)]
+pub struct IoOpts {
+    /// Packets per measurement.
+    #[arg(long, default_value_t = 2_000_000)]
+    pub packets: u64,
+    /// Frame size in bytes.
+    #[arg(long, default_value_t = 64)]
+    pub frame_len: usize,
+    /// Alternating rounds of each loop.
+    #[arg(long, default_value_t = 7)]
+    pub rounds: usize,
+}
+
 /// The options of `ferroce bench e2e` (see its `--help`); the path MTU is
 /// 4096.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, clap::Args)]
 pub struct E2eCmd {
-    /// Measured rounds after the warm-up round (`--rounds`, default 5).
+    /// Measured rounds (after one warm-up round at a tenth of the counts).
+    #[arg(long, default_value_t = 5)]
     pub rounds: usize,
-    /// 64 B WRITEs per rate run and frames per echo run (`--msgs`, default 100,000).
+    /// 64 B WRITEs per rate run (and frames per echo run).
+    #[arg(long, default_value_t = 100_000)]
     pub msgs: u64,
-    /// 64 KiB WRITEs per goodput run and messages of the memcpy + CRC run
-    /// (`--big-msgs`, default 2,000).
+    /// 64 KiB WRITEs per goodput run (and messages of the memcpy + CRC run).
+    #[arg(long, default_value_t = 2_000)]
     pub big_msgs: u64,
-    /// Round trips per latency run (`--lat-iters`, default 5,000).
+    /// Round trips per latency run.
+    #[arg(long, default_value_t = 5_000)]
     pub lat_iters: u64,
-    /// Time limit of each run, in seconds (`--secs`, default 2.0).
+    /// Time limit of each run, in seconds (a run ends at its count or here).
+    #[arg(long, default_value_t = 2.0)]
     pub secs: f64,
-    /// Send work requests outstanding at most (`--sq-depth`, default 256).
+    /// Send work requests outstanding (and echo frames in flight).
+    #[arg(long, default_value_t = 256)]
     pub sq_depth: u32,
-    /// One WRITE in this many is signaled (`--cq-mod`, default 32).
+    /// One WRITE in this many is signaled (perftest's --cq-mod).
+    #[arg(long, default_value_t = 32)]
     pub cq_mod: u32,
-    /// Request PSNs in flight at most (`--inflight`, default 256).
+    /// Request PSNs in flight at most (the transport's max_inflight).
+    #[arg(long, default_value_t = 256)]
     pub inflight: u32,
     /// 1: one thread polls both ends; 2: a thread per end.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2))]
     pub threads: u8,
-    /// Kernel socket buffers asked for the UDP backend, in bytes
-    /// (`--socket-buf`, default 4 MiB).
+    /// Kernel socket buffers asked for the UDP backend, in bytes.
+    #[arg(long, default_value_t = 4 << 20)]
     pub socket_buf: usize,
-    /// The report as one JSON object instead of the table.
+    /// Print the report as one JSON object (every round's figures).
+    #[arg(long)]
     pub json: bool,
 }
 

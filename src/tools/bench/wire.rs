@@ -15,11 +15,13 @@ use std::time::Instant;
 pub const SIZES: [usize; 2] = [64, 4096];
 
 /// The options of `ferroce bench wire`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::Args)]
 pub struct WireOpts {
     /// Alternating rounds of each loop.
+    #[arg(long, default_value_t = 41)]
     pub rounds: usize,
     /// Frames per loop and round.
+    #[arg(long, default_value_t = 20_000)]
     pub iters: u32,
 }
 

@@ -24,6 +24,23 @@ use core::net::Ipv4Addr;
 use std::io::Write;
 use std::path::Path;
 
+/// The options of `ferroce demo` (those given override the config's
+/// `[linktest]`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::Args)]
+pub struct DemoOpts {
+    /// Probes to send (overrides the config's `linktest.count`).
+    #[arg(long, help = "Probes to send (overrides [linktest] count)")]
+    pub count: Option<u64>,
+    /// Payload bytes per probe (overrides the config's `linktest.payload`).
+    #[arg(long, help = "Payload bytes per probe (overrides [linktest] payload)")]
+    pub payload: Option<usize>,
+    /// With a one-port config (e.g. net_memif): this process is the
+    /// client end of the tools, the server end at this address (TCP).
+    /// Without it, a one-port config's process is the server end.
+    #[arg(long)]
+    pub peer: Option<std::net::IpAddr>,
+}
+
 /// One tool of the demo.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Tool {

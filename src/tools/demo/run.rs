@@ -3,6 +3,7 @@
 //! phase ([`super::run_tools`]); with one port, one end of the tools phase
 //! ([`super::run_tools_one_end`]) against another process.
 
+use super::DemoOpts;
 use crate::backend::poll::PollLoop;
 use crate::config::Config;
 use crate::dpdk::{self, Port, TscClock};
@@ -13,19 +14,6 @@ use crate::tools::port::ports::Ports;
 use anyhow::{bail, Context, Result};
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
-
-/// The options of `ferroce demo` (those given override the config's
-/// `[linktest]`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct DemoOpts {
-    /// Probes to send.
-    pub count: Option<u64>,
-    /// Payload bytes per probe.
-    pub payload: Option<usize>,
-    /// With a one-port config: this process is the client end of the
-    /// tools, the server end at this address.
-    pub peer: Option<std::net::IpAddr>,
-}
 
 /// `ferroce demo`: both ends in this process with a two-port config, one
 /// end with a one-port config; Ok(false) (exit 1) when a check failed.

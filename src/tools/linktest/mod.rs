@@ -211,27 +211,44 @@ impl<B: Backend> Handler<B> for Responder {
 }
 
 /// The options of `ferroce linktest` (those given override the config's
-/// `[linktest]`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// `[linktest]`). The flags that take the config's value by default have
+/// no help text of their own.
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
 pub struct LinktestOpts {
     /// The `[[port]]` to use.
+    #[arg(long, help = "The [[port]] to use")]
     pub port: String,
-    /// This end sends probes (else it answers them).
-    pub send: bool,
+    /// Which end this is.
+    #[arg(long, value_enum, help = None::<&str>)]
+    pub role: Role,
     /// Probes to send (`linktest.count`, default 100,000).
+    #[arg(long, help = None::<&str>)]
     pub count: Option<u64>,
     /// Payload bytes per probe (`linktest.payload`, default 1024).
+    #[arg(long, help = None::<&str>)]
     pub payload: Option<usize>,
     /// Probes in flight at most (`linktest.window`, default 64).
+    #[arg(long, help = None::<&str>)]
     pub window: Option<u64>,
     /// Give up after this many ms (`linktest.timeout_ms`, default 20,000).
+    #[arg(long, help = None::<&str>)]
     pub timeout_ms: Option<u64>,
-    /// The peer's IPv4 address (default: ours with the last byte + 1 for
-    /// the sender, - 1 for the answerer).
+    /// The peer's IPv4 address (sender; default: ours with the last
+    /// byte + 1). The answerer learns the addresses from the first probe.
+    #[arg(long)]
     pub peer_ip: Option<core::net::Ipv4Addr>,
-    /// The peer's MAC as given (six hex bytes separated by ':'; default:
-    /// broadcast).
+    /// The peer's MAC (default: broadcast).
+    #[arg(long)]
     pub peer_mac: Option<String>,
+}
+
+/// Which end of a link test a process is (`--role`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Role {
+    /// Send probes and check the answers.
+    Send,
+    /// Check probes and answer each.
+    Answer,
 }
 
 /// A MAC address given as six hex bytes separated by ':'.

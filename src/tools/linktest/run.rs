@@ -2,7 +2,7 @@
 //! shares with it: the probe stream between two ports, the counters of a
 //! port, the verdict of one end.
 
-use super::{parse_mac, LinkReport, LinktestOpts, Responder, Sender};
+use super::{parse_mac, LinkReport, LinktestOpts, Responder, Role, Sender};
 use crate::backend::poll::{Counters, PollLoop};
 use crate::config::Config;
 use crate::dpdk::{self, Port, TscClock};
@@ -65,7 +65,8 @@ pub fn run(mut cfg: Config, opts: &LinktestOpts) -> Result<bool> {
     lt.window = opts.window.unwrap_or(lt.window);
     lt.timeout_ms = opts.timeout_ms.unwrap_or(lt.timeout_ms);
     let peer_mac = opts.peer_mac.as_deref().map(parse_mac).transpose()?;
-    linktest(&cfg, &opts.port, opts.send, opts.peer_ip, peer_mac)
+    let send = opts.role == Role::Send;
+    linktest(&cfg, &opts.port, send, opts.peer_ip, peer_mac)
 }
 
 fn linktest(

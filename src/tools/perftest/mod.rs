@@ -76,14 +76,14 @@ pub enum Verb {
     Atomic,
 }
 
-/// The atomic of atomic-bw (`-A`).
+/// The atomic of atomic-bw (`-A`; its values are listed without help).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum AtomicKind {
     /// Fetch and add (`FETCH_AND_ADD`).
-    #[value(name = "FETCH_AND_ADD")]
+    #[value(name = "FETCH_AND_ADD", help = None::<&str>)]
     FetchAndAdd,
     /// Compare and swap (`CMP_AND_SWAP`).
-    #[value(name = "CMP_AND_SWAP")]
+    #[value(name = "CMP_AND_SWAP", help = None::<&str>)]
     CmpAndSwap,
 }
 
