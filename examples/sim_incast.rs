@@ -197,7 +197,7 @@ fn build() -> Result<(SimNet, Vec<Flow>, MrKeys, ChannelId)> {
                 .for_each(|(i, x)| *x = pattern(tag, i));
         }
         let qpn = d.create_qp(pd, cq, cq, caps)?;
-        net.connect_qps(s, qpn, RECEIVER, rqpn, &params)?;
+        net.connect_qps(s, qpn, RECEIVER, rqpn, &params, (0, 0))?;
         flows.push(Flow {
             host: s,
             qpn,

@@ -160,13 +160,7 @@ fn connect(
     a.rq_psn = rq_psn;
     a.max_dest_rd_atomic = 16;
     a.min_rnr_timer = 1;
-    let m = AttrMask::STATE
-        | AttrMask::AV
-        | AttrMask::PATH_MTU
-        | AttrMask::DEST_QPN
-        | AttrMask::RQ_PSN
-        | AttrMask::MAX_DEST_RD_ATOMIC
-        | AttrMask::MIN_RNR_TIMER;
+    let m = AttrMask::RC_RTR;
     e.dev.modify_qp(e.qp, &a, m).unwrap();
     a.qp_state = QpState::Rts;
     a.timeout = 10;

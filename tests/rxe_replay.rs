@@ -352,18 +352,7 @@ fn connect(dev: &mut Device, qpn: u32, c: Conn) {
     a.rq_psn = rq_psn;
     a.max_dest_rd_atomic = tool.max_dest_rd_atomic();
     a.min_rnr_timer = 12;
-    dev.modify_qp(
-        qpn,
-        &a,
-        AttrMask::STATE
-            | AttrMask::AV
-            | AttrMask::PATH_MTU
-            | AttrMask::DEST_QPN
-            | AttrMask::RQ_PSN
-            | AttrMask::MAX_DEST_RD_ATOMIC
-            | AttrMask::MIN_RNR_TIMER,
-    )
-    .unwrap();
+    dev.modify_qp(qpn, &a, AttrMask::RC_RTR).unwrap();
     a.qp_state = QpState::Rts;
     a.timeout = timeout;
     a.retry_cnt = 7;

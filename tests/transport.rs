@@ -3013,7 +3013,8 @@ fn retry_exhaustion_on_a_dead_simulated_link() {
         retry_cnt: 3,
         ..ConnectParams::default()
     };
-    net.connect_qps(a, ids[0].2, b, ids[1].2, &params).unwrap();
+    net.connect_qps(a, ids[0].2, b, ids[1].2, &params, (0, 0))
+        .unwrap();
     let dead = LinkConfig {
         loss: 1.0,
         ..LinkConfig::default()
@@ -4777,7 +4778,7 @@ fn soak(seed: u64, messages: usize) -> (QpCounters, QpCounters) {
     };
     let psn_a = rng.below(PSN_MOD as u64) as u32;
     let psn_b = PSN_MOD - 1 - rng.below(64) as u32;
-    net.connect_qps_from(a, ends[0].qp, b, ends[1].qp, &params, (psn_a, psn_b))
+    net.connect_qps(a, ends[0].qp, b, ends[1].qp, &params, (psn_a, psn_b))
         .unwrap();
     let (ea, eb) = (&ends[0], &ends[1]);
     // B's source for READs: 512K.. 768K.

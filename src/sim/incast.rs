@@ -821,7 +821,7 @@ impl<'a> Run<'a> {
                 .reg_mr(MrSpec::new(pd, msg, Access::LOCAL_WRITE))
                 .map_err(setup)?;
             let qpn = d.create_qp(pd, cq, cq, caps).map_err(setup)?;
-            net.connect_qps(s, qpn, RECEIVER, rqpn, &params)
+            net.connect_qps(s, qpn, RECEIVER, rqpn, &params, (0, 0))
                 .map_err(setup)?;
             flows.push(Flow {
                 host: s,

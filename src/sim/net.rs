@@ -211,21 +211,9 @@ impl SimNet {
     }
 
     /// Connects QP `qa` of host `a` with QP `qb` of host `b`, both to RTS,
-    /// each sending from PSN 0.
+    /// with the first PSN each side sends: `psns.0` from `a` (`b`'s RQ
+    /// PSN), `psns.1` from `b`.
     pub fn connect_qps(
-        &mut self,
-        a: usize,
-        qa: u32,
-        b: usize,
-        qb: u32,
-        p: &ConnectParams,
-    ) -> Result<(), crate::transport::Error> {
-        self.connect_qps_from(a, qa, b, qb, p, (0, 0))
-    }
-
-    /// [`SimNet::connect_qps`], with the first PSN each side sends:
-    /// `psns.0` from `a` (`b`'s RQ PSN), `psns.1` from `b`.
-    pub fn connect_qps_from(
         &mut self,
         a: usize,
         qa: u32,
@@ -372,8 +360,10 @@ mod tests {
             ends.push((cq, mr, q1, q2));
         }
         let p = ConnectParams::default();
-        net.connect_qps(0, ends[0].2, 2, ends[2].2, &p).unwrap();
-        net.connect_qps(1, ends[1].2, 2, ends[2].3, &p).unwrap();
+        net.connect_qps(0, ends[0].2, 2, ends[2].2, &p, (0, 0))
+            .unwrap();
+        net.connect_qps(1, ends[1].2, 2, ends[2].3, &p, (0, 0))
+            .unwrap();
         for (i, &(_, mr, q, _)) in ends.iter().take(2).enumerate() {
             let d = &mut net.hosts[i].dev;
             d.mr_mut(mr.lkey).unwrap()[..256 << 10].fill(i as u8 + 0x40);

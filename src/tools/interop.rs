@@ -162,6 +162,20 @@ impl PerftestCmd {
 #[cfg(feature = "dpdk")]
 pub use dpdk_run::{perftest, pingpong};
 
+/// Without DPDK `ferroce pingpong` is refused (its options and config
+/// checked first by the caller).
+#[cfg(not(feature = "dpdk"))]
+pub fn pingpong(_cfg: &Config, _a: &PingpongCmd) -> Result<bool> {
+    bail!(super::NO_DPDK)
+}
+
+/// Without DPDK a perftest command is refused (its options and config
+/// checked first by the caller).
+#[cfg(not(feature = "dpdk"))]
+pub fn perftest(_cfg: &Config, _test: Test, _a: &PerftestCmd) -> Result<bool> {
+    bail!(super::NO_DPDK)
+}
+
 #[cfg(feature = "dpdk")]
 mod dpdk_run {
     use super::{PerftestCmd, PingpongCmd, Test};

@@ -22,3 +22,8 @@ pub mod pingpong;
 #[cfg(feature = "dpdk")]
 pub mod port;
 pub mod probe;
+
+/// What a command that needs a DPDK port says in a build without the
+/// `dpdk` feature.
+pub const NO_DPDK: &str =
+    "this ferroce was built without the `dpdk` feature; rebuild with default features";

@@ -91,29 +91,9 @@ pub fn connect_steps(
     rts.sq_psn = sq_psn;
     rts.max_rd_atomic = p.max_rd_atomic;
     [
-        (
-            init,
-            AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::ACCESS_FLAGS,
-        ),
-        (
-            rtr,
-            AttrMask::STATE
-                | AttrMask::AV
-                | AttrMask::PATH_MTU
-                | AttrMask::DEST_QPN
-                | AttrMask::RQ_PSN
-                | AttrMask::MAX_DEST_RD_ATOMIC
-                | AttrMask::MIN_RNR_TIMER,
-        ),
-        (
-            rts,
-            AttrMask::STATE
-                | AttrMask::TIMEOUT
-                | AttrMask::RETRY_CNT
-                | AttrMask::RNR_RETRY
-                | AttrMask::SQ_PSN
-                | AttrMask::MAX_QP_RD_ATOMIC,
-        ),
+        (init, AttrMask::RC_INIT),
+        (rtr, AttrMask::RC_RTR),
+        (rts, AttrMask::RC_RTS),
     ]
 }
 

@@ -191,6 +191,34 @@ impl AttrMask {
     /// No attribute.
     pub const NONE: AttrMask = AttrMask(0);
 
+    /// What an RC QP's RESET → INIT transition requires (IBTA Vol. 1
+    /// §11.2.5.2, "QP state transition attributes").
+    pub const RC_INIT: AttrMask = m(&[
+        AttrMask::STATE,
+        AttrMask::PKEY_INDEX,
+        AttrMask::PORT,
+        AttrMask::ACCESS_FLAGS,
+    ]);
+    /// What an RC QP's INIT → RTR transition requires (§11.2.5.2).
+    pub const RC_RTR: AttrMask = m(&[
+        AttrMask::STATE,
+        AttrMask::AV,
+        AttrMask::PATH_MTU,
+        AttrMask::DEST_QPN,
+        AttrMask::RQ_PSN,
+        AttrMask::MAX_DEST_RD_ATOMIC,
+        AttrMask::MIN_RNR_TIMER,
+    ]);
+    /// What an RC QP's RTR → RTS transition requires (§11.2.5.2).
+    pub const RC_RTS: AttrMask = m(&[
+        AttrMask::STATE,
+        AttrMask::TIMEOUT,
+        AttrMask::RETRY_CNT,
+        AttrMask::RNR_RETRY,
+        AttrMask::SQ_PSN,
+        AttrMask::MAX_QP_RD_ATOMIC,
+    ]);
+
     const NAMES: [(AttrMask, &'static str); 19] = [
         (AttrMask::STATE, "STATE"),
         (AttrMask::CUR_STATE, "CUR_STATE"),
@@ -264,46 +292,20 @@ pub fn transition_attrs(from: QpState, to: QpState) -> Option<(AttrMask, AttrMas
     ]);
     Some(match (from, to) {
         (_, Reset) | (_, Err) => (AttrMask::STATE, AttrMask::CUR_STATE),
-        (Reset, Init) => (
-            m(&[
-                AttrMask::STATE,
-                AttrMask::PKEY_INDEX,
-                AttrMask::PORT,
-                AttrMask::ACCESS_FLAGS,
-            ]),
-            AttrMask::NONE,
-        ),
+        (Reset, Init) => (AttrMask::RC_INIT, AttrMask::NONE),
         (Init, Init) => (
             AttrMask::STATE,
             m(&[AttrMask::PKEY_INDEX, AttrMask::PORT, AttrMask::ACCESS_FLAGS]),
         ),
         (Init, Rtr) => (
-            m(&[
-                AttrMask::STATE,
-                AttrMask::AV,
-                AttrMask::PATH_MTU,
-                AttrMask::DEST_QPN,
-                AttrMask::RQ_PSN,
-                AttrMask::MAX_DEST_RD_ATOMIC,
-                AttrMask::MIN_RNR_TIMER,
-            ]),
+            AttrMask::RC_RTR,
             m(&[
                 AttrMask::ALT_PATH,
                 AttrMask::ACCESS_FLAGS,
                 AttrMask::PKEY_INDEX,
             ]),
         ),
-        (Rtr, Rts) => (
-            m(&[
-                AttrMask::STATE,
-                AttrMask::TIMEOUT,
-                AttrMask::RETRY_CNT,
-                AttrMask::RNR_RETRY,
-                AttrMask::SQ_PSN,
-                AttrMask::MAX_QP_RD_ATOMIC,
-            ]),
-            RTS_OPT,
-        ),
+        (Rtr, Rts) => (AttrMask::RC_RTS, RTS_OPT),
         (Rts, Rts) | (Sqd, Rts) => (AttrMask::STATE, RTS_OPT),
         (Rts, Sqd) => (AttrMask::STATE, AttrMask::EN_SQD_ASYNC_NOTIFY),
         (Sqd, Sqd) => (
@@ -478,13 +480,7 @@ mod tests {
             flow_label: 0,
             src_port: None,
         });
-        let rtr = AttrMask::STATE
-            | AttrMask::AV
-            | AttrMask::PATH_MTU
-            | AttrMask::DEST_QPN
-            | AttrMask::RQ_PSN
-            | AttrMask::MAX_DEST_RD_ATOMIC
-            | AttrMask::MIN_RNR_TIMER;
+        let rtr = AttrMask::RC_RTR;
         assert_eq!(check_transition(Init, &a, rtr, &LIM), Ok(Rtr));
         assert_eq!(
             check_transition(Init, &a, rtr | AttrMask::SQ_PSN, &LIM),

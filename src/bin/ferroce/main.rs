@@ -26,7 +26,17 @@ fn main() -> ExitCode {
         Cmd::Bench {
             what: BenchCmd::Wire(opts),
         } => tools::bench::wire::run(&opts),
-        cmd => run(cmd),
+        Cmd::Pingpong(a) => {
+            a.at.config()
+                .and_then(|cfg| tools::interop::pingpong(&cfg, &a))
+        }
+        cmd => match cmd.perftest() {
+            Some((t, a)) => a
+                .check(t)
+                .and_then(|()| a.at.config())
+                .and_then(|cfg| tools::interop::perftest(&cfg, t, a)),
+            None => run(cmd),
+        },
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,
@@ -68,33 +78,13 @@ fn run(cmd: Cmd) -> Result<bool> {
             }
             opts.peer_mac.map(|m| linktest::parse_mac(&m)).transpose()?;
         }
-        Cmd::Pingpong(a) => {
-            a.at.config()?;
-        }
-        Cmd::WriteBw(_)
-        | Cmd::ReadBw(_)
-        | Cmd::SendBw(_)
-        | Cmd::AtomicBw(_)
-        | Cmd::WriteLat(_)
-        | Cmd::ReadLat(_)
-        | Cmd::SendLat(_) => {
-            let (t, a) = cmd.perftest().expect("a perftest command");
-            a.check(t)?;
-            a.at.config()?;
-        }
-        Cmd::Decode(_)
-        | Cmd::Sim(_)
-        | Cmd::Lab { .. }
-        | Cmd::Bench {
-            what: BenchCmd::Wire(_),
-        } => unreachable!("handled in main"),
+        _ => unreachable!("handled in main"),
     }
-    bail!("this ferroce was built without the `dpdk` feature; rebuild with default features")
+    bail!(tools::NO_DPDK)
 }
 
 #[cfg(feature = "dpdk")]
 fn run(cmd: Cmd) -> Result<bool> {
-    use ferroce::tools::interop;
     match cmd {
         Cmd::Demo { config, opts } => tools::demo::run::run(load(&config)?, &opts),
         Cmd::Linktest { config, opts } => tools::linktest::run::run(Config::load(&config)?, &opts),
@@ -105,22 +95,6 @@ fn run(cmd: Cmd) -> Result<bool> {
             what: BenchCmd::E2e { config, cmd },
         } => tools::bench::run_e2e(&load(&config)?, &cmd),
         Cmd::Info { config } => tools::info::run(&load(&config)?),
-        Cmd::Pingpong(a) => interop::pingpong(&a.at.config()?, &a),
-        Cmd::WriteBw(_)
-        | Cmd::ReadBw(_)
-        | Cmd::SendBw(_)
-        | Cmd::AtomicBw(_)
-        | Cmd::WriteLat(_)
-        | Cmd::ReadLat(_)
-        | Cmd::SendLat(_) => {
-            let (t, a) = cmd.perftest().expect("a perftest command");
-            interop::perftest(&a.at.config()?, t, a)
-        }
-        Cmd::Decode(_)
-        | Cmd::Sim(_)
-        | Cmd::Lab { .. }
-        | Cmd::Bench {
-            what: BenchCmd::Wire(_),
-        } => unreachable!("handled in main"),
+        _ => unreachable!("handled in main"),
     }
 }

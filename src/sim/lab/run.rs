@@ -683,7 +683,7 @@ impl<'a> LabRun<'a> {
             .create_qp(dpd, dcq, dcq, self.caps)
             .map_err(transport_err)?;
         self.net
-            .connect_qps(src, sq, dst, dq, &self.params)
+            .connect_qps(src, sq, dst, dq, &self.params, (0, 0))
             .map_err(transport_err)?;
         let f = &mut self.flows[i];
         f.qpn = sq;

@@ -274,7 +274,7 @@ impl<'a> Run<'a> {
                 ..ConnectParams::default()
             };
             let psn_b = rng.below(1 << 24) as u32;
-            net.connect_qps_from(A, ends[A].3, B, ends[B].3, &p, (psn_a, psn_b))
+            net.connect_qps(A, ends[A].3, B, ends[B].3, &p, (psn_a, psn_b))
                 .map_err(err)?;
             for &(req, resp) in dirs {
                 let f = pairs.len() as u64;
