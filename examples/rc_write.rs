@@ -89,6 +89,30 @@ fn pattern(tag: u8, i: usize) -> u8 {
     (i as u8).wrapping_mul(31).wrapping_add(tag) ^ (i >> 8) as u8
 }
 
+/// Fills `bytes` with `tag`'s pattern.
+fn fill(bytes: &mut [u8], tag: u8) {
+    for (i, x) in bytes.iter_mut().enumerate() {
+        *x = pattern(tag, i);
+    }
+}
+
+/// Posts `wr` on `a`'s QP and waits for its completion, which must be a
+/// successful `opcode`; returns how long that took.
+fn post_and_wait(
+    a: &mut Context<dpdk::PortQueue>,
+    sa: &Side,
+    b: &mut Context<dpdk::PortQueue>,
+    wr: SendWr,
+    opcode: WcOpcode,
+) -> Result<std::time::Duration> {
+    let started = Instant::now();
+    let wr_id = wr.wr_id;
+    a.post_send(&sa.qp, wr)?;
+    let wc = wait_one(a, &sa.cq, b)?;
+    expect(&wc, wr_id, opcode)?;
+    Ok(started.elapsed())
+}
+
 /// Polls `a`'s CQ until one completion arrives, driving `b`'s port too:
 /// in run-to-completion mode a context moves its frames only when its
 /// owner calls into it (`poll_cq` or `progress`).
@@ -186,33 +210,23 @@ fn run() -> Result<()> {
         .context("connecting b's QP")?;
 
     // 5. RDMA WRITE: fill a's source bytes, post, poll.
-    a.mr_mut(&sa.mr)?[..LEN]
-        .iter_mut()
-        .enumerate()
-        .for_each(|(i, x)| *x = pattern(0xA5, i));
-    let started = Instant::now();
+    fill(&mut a.mr_mut(&sa.mr)?[..LEN], 0xA5);
     let write = SendOp::Write {
         remote_addr: sb.mr.addr() + WRITE_AT as u64,
         rkey: sb.mr.rkey(),
     };
     let src = sa.mr.sge(0, LEN as u32).context("source SGE")?;
-    a.post_send(&sa.qp, SendWr::new(1, write, Payload::Sges(vec![src])))?;
-    let wc = wait_one(&mut a, &sa.cq, &mut b)?;
-    expect(&wc, 1, WcOpcode::RdmaWrite)?;
+    let wr = SendWr::new(1, write, Payload::Sges(vec![src]));
+    let write_time = post_and_wait(&mut a, &sa, &mut b, wr, WcOpcode::RdmaWrite)?;
     // The requester's completion means the responder acknowledged the
     // data: it is in b's region now.
     if let Some(i) = first_mismatch(&b.mr(&sb.mr)?[WRITE_AT..][..LEN], 0xA5) {
         bail!("RDMA WRITE: byte {i} of b's region is wrong");
     }
-    let write_time = started.elapsed();
 
     // 6. RDMA READ: b's application fills its bytes (b posts nothing:
     //    its transport answers the READ), then a reads them.
-    b.mr_mut(&sb.mr)?[READ_FROM..][..LEN]
-        .iter_mut()
-        .enumerate()
-        .for_each(|(i, x)| *x = pattern(0x5A, i));
-    let started = Instant::now();
+    fill(&mut b.mr_mut(&sb.mr)?[READ_FROM..][..LEN], 0x5A);
     let read = SendOp::Read {
         remote_addr: sb.mr.addr() + READ_FROM as u64,
         rkey: sb.mr.rkey(),
@@ -221,14 +235,12 @@ fn run() -> Result<()> {
         .mr
         .sge(READ_INTO, LEN as u32)
         .context("destination SGE")?;
-    a.post_send(&sa.qp, SendWr::new(2, read, Payload::Sges(vec![dst])))?;
-    let wc = wait_one(&mut a, &sa.cq, &mut b)?;
-    expect(&wc, 2, WcOpcode::RdmaRead)?;
+    let wr = SendWr::new(2, read, Payload::Sges(vec![dst]));
+    let read_time = post_and_wait(&mut a, &sa, &mut b, wr, WcOpcode::RdmaRead)?;
     // The READ's completion means the bytes are in a's region.
     if let Some(i) = first_mismatch(&a.mr(&sa.mr)?[READ_INTO..][..LEN], 0x5A) {
         bail!("RDMA READ: byte {i} of a's region is wrong");
     }
-    let read_time = started.elapsed();
 
     let (ca, cb) = (a.qp_counters(&sa.qp)?, b.qp_counters(&sb.qp)?);
     // 7. Tear down; the ports, the mempool and the EAL close when their

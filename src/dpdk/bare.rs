@@ -1,6 +1,7 @@
 //! The baseline for `ferroce bench io`: the same rx+tx loop as
 //! [`crate::backend::poll::io_loop`], written straight against the C shim with raw
 //! pointers, so the cost of the safe layer can be measured in the same run.
+#![cfg(feature = "dpdk")]
 
 use super::ffi;
 use super::port::Port;

@@ -1,5 +1,6 @@
 //! The TSC as the crate's clock: cycles turned into nanoseconds with a
 //! fixed-point multiply (no division on the hot path).
+#![cfg(feature = "dpdk")]
 
 use super::ffi;
 use crate::time::{Clock, Instant};

@@ -6,6 +6,7 @@
 //! when the kernel has free ones, and otherwise falls back to `--no-huge` and
 //! says so in one log line. By default it runs `--in-memory` (no runtime files,
 //! no shared config) with telemetry off, so a run leaves nothing behind.
+#![cfg(feature = "dpdk")]
 
 use super::error::{Error, Result};
 use super::ffi;

@@ -1,5 +1,6 @@
 //! Every failure of a DPDK call as a typed error carrying `rte_errno` and its
 //! text.
+#![cfg(feature = "dpdk")]
 
 use super::ffi;
 use std::ffi::CStr;

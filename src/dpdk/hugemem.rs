@@ -1,6 +1,7 @@
 //! Memory for registered memory regions: 2 MiB hugepages when the kernel has
 //! them (mmap MAP_HUGETLB), otherwise normal pages, with one log line saying
 //! which.
+#![cfg(feature = "dpdk")]
 
 use super::error::{Error, Result};
 

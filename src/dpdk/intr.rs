@@ -13,6 +13,7 @@
 //! [`park`] has the interrupt thread run a callback of ours that never
 //! returns: once it is in there, it has served every earlier wake-up and
 //! touches no interrupt source again.
+#![cfg(feature = "dpdk")]
 
 use super::ffi;
 use std::os::raw::c_void;

@@ -1,5 +1,6 @@
 //! Datapath threads: pinning to a core (core_affinity) and registering with
 //! DPDK so the thread gets an lcore id and per-lcore mempool caches.
+#![cfg(feature = "dpdk")]
 
 use super::error::{from_errno, Error, Result};
 use super::ffi;

@@ -1,5 +1,6 @@
 //! The owned packet buffer. An [`Mbuf`] frees itself on drop and is handed to
 //! DPDK (TX) with [`Mbuf::into_raw`].
+#![cfg(feature = "dpdk")]
 
 use super::ffi;
 use crate::backend::FrameBuf;

@@ -1,5 +1,6 @@
 //! Packet-buffer pools. A [`Mempool`] is passed explicitly to whatever
 //! allocates (no thread-locals); clones share one pool, freed with the last.
+#![cfg(feature = "dpdk")]
 
 use super::eal::{Eal, LEAKED_POOLS};
 use super::error::{from_errno, Error, Result};

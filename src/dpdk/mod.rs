@@ -30,28 +30,18 @@ pub use options::{
     PortOptions,
 };
 
-#[cfg(feature = "dpdk")]
+// Each module below is DPDK-only by its own `#![cfg(feature = "dpdk")]`.
 mod ffi;
 
-#[cfg(feature = "dpdk")]
 pub mod bare;
-#[cfg(feature = "dpdk")]
 mod clock;
-#[cfg(feature = "dpdk")]
 mod eal;
-#[cfg(feature = "dpdk")]
 mod error;
-#[cfg(feature = "dpdk")]
 mod hugemem;
-#[cfg(feature = "dpdk")]
 mod intr;
-#[cfg(feature = "dpdk")]
 pub mod lcore;
-#[cfg(feature = "dpdk")]
 mod mbuf;
-#[cfg(feature = "dpdk")]
 mod mempool;
-#[cfg(feature = "dpdk")]
 mod port;
 
 #[cfg(feature = "dpdk")]

@@ -1,6 +1,7 @@
 //! Ethernet ports and their queues. A [`Port`] is configured, started and
 //! stopped here; a [`PortQueue`] (one rx and one tx queue of it) is what the
 //! engine's poll loop owns, and implements [`Backend`].
+#![cfg(feature = "dpdk")]
 
 use super::eal::Eal;
 use super::error::{check, from_errno, Error, Result};

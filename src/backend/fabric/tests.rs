@@ -43,7 +43,8 @@ fn send(fabric: &mut Fabric, h: HostId, frames: Vec<VecBuf>) {
     assert!(burst.is_empty());
 }
 
-fn recv(fabric: &mut Fabric, h: HostId) -> Vec<VecBuf> {
+/// Every frame waiting at host `h`.
+pub(super) fn recv(fabric: &mut Fabric, h: HostId) -> Vec<VecBuf> {
     let mut port = fabric.port(h);
     let mut out = Vec::new();
     let mut burst = Burst::new();

@@ -1,6 +1,7 @@
 //! Switch-to-switch topologies: shortest-path routing, flooding along a
 //! spanning tree, ECMP, link failures and static routes.
 
+use super::tests::recv;
 use super::*;
 use crate::backend::Backend;
 use crate::backend::Burst;
@@ -48,16 +49,6 @@ fn send(fabric: &mut Fabric, h: HostId, frames: Vec<VecBuf>) {
         }
         assert_eq!(port.tx_burst(&mut burst), chunk.len());
     }
-}
-
-fn recv(fabric: &mut Fabric, h: HostId) -> Vec<VecBuf> {
-    let mut port = fabric.port(h);
-    let mut out = Vec::new();
-    let mut burst = Burst::new();
-    while port.rx_burst(&mut burst) > 0 {
-        out.extend(burst.drain(..));
-    }
-    out
 }
 
 /// `leaves` leaf switches with `per_leaf` hosts each, every leaf linked
