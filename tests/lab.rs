@@ -106,7 +106,7 @@ fn a_incast_dcqcn_bounds_the_queue_none_drops_pfc_alone_queues_per_sender() {
         }
         // DCQCN on the lossy fabric holds the steady queue below Kmax up
         // to 16:1 (beyond, the ConnectX defaults do not hold it: see the
-        // README).
+        // docs/lab.md).
         if n <= 16 {
             assert!(q2(&dcqcn) < KMAX, "{dcqcn}");
             assert!(q2(&dcqcn) < 0.3 * q2(&none), "{dcqcn}\n{none}");

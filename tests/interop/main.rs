@@ -501,7 +501,7 @@ fn check_pcap(pcap: &Path) -> Result<u64, Failure> {
     Ok(text.lines().filter(|l| l.contains(" CNP ")).count() as u64)
 }
 
-/// The README's table: one row per tool and role, one column per path MTU
+/// The table of docs/interop.md: one row per tool and role, one column per path MTU
 /// and loss.
 fn results_table(outcomes: &[Outcome]) -> String {
     let mut s = String::from(
