@@ -501,8 +501,8 @@ fn check_pcap(pcap: &Path) -> Result<u64, Failure> {
     Ok(text.lines().filter(|l| l.contains(" CNP ")).count() as u64)
 }
 
-/// The table of docs/interop.md: one row per tool and role, one column per path MTU
-/// and loss.
+/// The table of docs/interop.md: one row per tool and role, one column
+/// per path MTU and loss.
 fn results_table(outcomes: &[Outcome]) -> String {
     let mut s = String::from(
         "| peer | tool | role | MTU 1024 | MTU 4096 | MTU 1024, loss | MTU 4096, loss | MTU 1024, CE marked |\n\

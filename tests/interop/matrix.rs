@@ -101,8 +101,8 @@ pub const LOSS_EVERY: u32 = 200;
 /// so ferroce sends CNPs to rxe in both roles.
 pub const CE_TOOLS: [Tool; 4] = [Tool::Pingpong, Tool::WriteBw, Tool::ReadBw, Tool::SendBw];
 
-/// A cell of the interop table (docs/interop.md): a tool in a role at a path MTU,
-/// with or without loss. It runs one or more sizes.
+/// A cell of the interop table (docs/interop.md): a tool in a role at a
+/// path MTU, with or without loss. It runs one or more sizes.
 #[derive(Clone, Copy, Debug)]
 pub struct Cell {
     pub tool: Tool,
