@@ -105,7 +105,7 @@ fn a_incast_dcqcn_bounds_the_queue_none_drops_pfc_alone_queues_per_sender() {
             );
         }
         // DCQCN on the lossy fabric holds the steady queue below Kmax up
-        // to 16:1 (beyond, the ConnectX defaults do not hold it: see the
+        // to 16:1 (beyond, the ConnectX defaults do not hold it: see
         // docs/lab.md).
         if n <= 16 {
             assert!(q2(&dcqcn) < KMAX, "{dcqcn}");
