@@ -4,6 +4,7 @@
 //! hold on a noisy host. The sample frame is [`sample`], which the criterion
 //! version (`benches/wire.rs`) measures too.
 
+use crate::sim::stats::median;
 use crate::wire::frame::ICRC_LEN;
 use crate::wire::opcode::Op;
 use crate::wire::{icrc, BthRepr, Ecn, Frame, FrameRepr, IpRepr, MacAddr, Opcode, Psn};
@@ -82,10 +83,6 @@ pub fn run(opts: &WireOpts) -> Result<bool> {
         }
         t.elapsed().as_nanos() as f64 / iters as f64
     };
-    let median = |v: &mut Vec<f64>| {
-        v.sort_by(|a, b| a.total_cmp(b));
-        v[v.len() / 2]
-    };
     println!(
         "ferroce bench wire: RC SEND_ONLY over IPv4, {rounds} rounds x {iters} frames, medians (ns per frame)"
     );
@@ -121,7 +118,7 @@ pub fn run(opts: &WireOpts) -> Result<bool> {
                 v[k].push(x);
             }
         }
-        let m: Vec<f64> = v.iter_mut().map(median).collect();
+        let m: Vec<f64> = v.into_iter().map(median).collect();
         println!(
             "{:>8} {:>10.1} {:>8.1} {:>11.1} {:>8.1} {:>8.1} {:>18.2}",
             len, m[0], m[1], m[2], m[3], m[4], m[5]
