@@ -34,6 +34,7 @@
 use anyhow::{bail, ensure, Context as _, Result};
 use ferroce::backend::fabric::{ChannelId, LinkConfig, RedConfig};
 use ferroce::cc::{CcConfig, CxParams};
+use ferroce::sim::defaults::default_red;
 use ferroce::sim::net::SimNet;
 use ferroce::time::{Duration, Instant};
 use ferroce::transport::connect::ConnectParams;
@@ -55,15 +56,12 @@ const MSGS: usize = 32;
 const MSG: usize = 64 << 10;
 const WINDOW: usize = 8;
 /// The switch's ECN marking (DCQCN's Kmin / Kmax / Pmax, reference C.1),
-/// as `ferroce sim --incast` sets it for 25 Gb/s: no marks up to 12.5 KB
-/// waiting, every ECN-capable frame marked beyond 400 KB, linear in
-/// between; decided as a frame leaves the queue.
-const RED: RedConfig = RedConfig {
-    kmin_bytes: 12_500,
-    kmax_bytes: 400_000,
-    pmax: 1.0,
-    at_dequeue: true,
-};
+/// as `ferroce sim --incast` sets it for the link rate: at 25 Gb/s no
+/// marks up to 12.5 KB waiting, every ECN-capable frame marked beyond
+/// 400 KB, linear in between; decided as a frame leaves the queue.
+fn red() -> RedConfig {
+    default_red(RATE_BPS)
+}
 /// Drop-tail limit of every switch port: 2 x Kmax.
 const BUFFER: usize = 800_000;
 /// Local ACK timeout exponent: 4.096 us x 2^10 = 4.2 ms, more than twice
@@ -134,7 +132,7 @@ fn build() -> Result<(SimNet, Vec<Flow>, MrKeys, ChannelId)> {
     };
     let switch_side = LinkConfig {
         queue_bytes: Some(BUFFER),
-        ecn: Some(RED),
+        ecn: Some(red()),
         ..host_side
     };
     let mut bottleneck = None;
@@ -269,7 +267,7 @@ fn drive(net: &mut SimNet, flows: &mut [Flow], rmr: &MrKeys) -> Result<()> {
         // Everything that happens at this instant: frames in and out of
         // every host, then completions and new WRITEs, until nothing moves.
         loop {
-            while net.pump_all() > 0 {}
+            net.pump_until_quiet(u64::MAX);
             let completed = complete(net, flows, &mut wcs)?;
             let posted = post(net, flows, rmr)?;
             if !completed && !posted {
@@ -358,7 +356,10 @@ fn report(net: &SimNet, flows: &[Flow], bottleneck: ChannelId) -> Result<()> {
     println!(
         "  switch -> receiver: queue peak {} B (marking from {} B, buffer {BUFFER} B), \
          {} frames ECN-marked, {} dropped",
-        link.max_queue_bytes, RED.kmin_bytes, link.ecn_marked, link.dropped_queue
+        link.max_queue_bytes,
+        red().kmin_bytes,
+        link.ecn_marked,
+        link.dropped_queue
     );
     println!(
         "  every WRITE landed and was checked: {} x {MSGS} x {MSG} B",
