@@ -12,14 +12,18 @@
 //! [`crate::tools::oob::pingpong`]: the client writes its address, reads the
 //! server's, writes `done`; the server reads, connects, writes, reads
 //! `done`. The peer's MAC comes from ARP (the verbs context resolves the
-//! GID's address when the QP moves to RTR).
+//! GID's address when the QP moves to RTR). As in rc_pingpong.c, the QP
+//! goes to INIT and its receives are posted before the exchange: the peer
+//! may send as soon as it has our address, and a SEND that finds no
+//! receive is answered with an RNR NAK (IBTA §9.7.5.2.8).
 
 use super::exchange::{random_psn, Channel};
 use crate::backend::Backend;
 use crate::time::Duration;
 use crate::tools::oob::pingpong;
+use crate::transport::connect::init_attr;
 use crate::transport::{
-    Access, Mtu, Payload, QpCaps, QpCounters, RecvWr, SendOp, SendWr, WcStatus,
+    Access, AttrMask, Mtu, Payload, QpCaps, QpCounters, RecvWr, SendOp, SendWr, WcStatus,
 };
 use crate::verbs::{ConnectParams, Context, Cq, Mr, Pd, Qp};
 use crate::wire::ip_of;
@@ -138,6 +142,10 @@ pub fn run<B: Backend>(
     ensure!(opts.rx_depth >= 2, "-r: rx_depth must be at least 2");
     let limit = Duration::from_nanos(opts.timeout.as_nanos() as u64);
     let o = Objects::create(ctx, opts)?;
+    ctx.modify_qp(&o.qp, &init_attr(Access::LOCAL_WRITE), AttrMask::RC_INIT)?;
+    for _ in 0..opts.rx_depth {
+        ctx.post_recv(&o.qp, o.recv(opts))?;
+    }
     let gid = ctx.query_gid(opts.gid_index)?;
     let local = pingpong::Dest {
         lid: 0,
@@ -186,6 +194,14 @@ impl Objects {
         };
         let qp = ctx.create_qp(&pd, &cq, &cq, caps)?;
         Ok(Objects { pd, cq, mr, qp })
+    }
+
+    /// One receive of `size` bytes into the region.
+    fn recv(&self, opts: &PingpongOpts) -> RecvWr {
+        RecvWr {
+            wr_id: RECV,
+            sges: vec![self.mr.sge(0, opts.size).expect("the region is size bytes")],
+        }
     }
 
     fn destroy<B: Backend>(self, ctx: &mut Context<B>) -> Result<()> {
@@ -254,6 +270,11 @@ fn exchange<B: Backend>(
     Ok(remote)
 }
 
+/// The work request IDs: rc_pingpong.c's `PINGPONG_RECV_WRID` and
+/// `PINGPONG_SEND_WRID`.
+const RECV: u64 = 1;
+const SEND: u64 = 2;
+
 /// The ping-pong of rc_pingpong.c's main loop, on a connected QP. Returns
 /// how long it took and how many messages arrived with other bytes than
 /// [`FILL`].
@@ -264,20 +285,11 @@ fn ping_pong<B: Backend>(
     limit: Duration,
     o: &Objects,
 ) -> Result<(Duration, u32)> {
-    const RECV: u64 = 1;
-    const SEND: u64 = 2;
     let Objects { cq, mr, qp, .. } = o;
     let sge = mr.sge(0, opts.size).context("our region")?;
-    let recv = || RecvWr {
-        wr_id: RECV,
-        sges: vec![sge],
-    };
     let send = || SendWr::new(SEND, SendOp::Send, Payload::Sges(vec![sge]));
-    let mut routs = 0u32;
-    for _ in 0..opts.rx_depth {
-        ctx.post_recv(qp, recv())?;
-        routs += 1;
-    }
+    // `run` posted rx_depth receives before the exchange.
+    let mut routs = opts.rx_depth;
     let start = ctx.now();
     let end = start + limit;
     let mut pending_ops = RECV;
@@ -313,7 +325,7 @@ fn ping_pong<B: Backend>(
                     routs -= 1;
                     if routs <= 1 {
                         while routs < opts.rx_depth {
-                            ctx.post_recv(qp, recv())?;
+                            ctx.post_recv(qp, o.recv(opts))?;
                             routs += 1;
                         }
                     }
@@ -385,6 +397,11 @@ mod tests {
         assert_eq!((rc.bad_payloads, rs.bad_payloads), (0, 0));
         assert_eq!(rc.counters.rdma_sends, 200);
         assert_eq!(rs.counters.rdma_recvs, 200);
+        // Receives are posted before the exchange: no SEND finds none.
+        assert_eq!(
+            (rc.counters.out_of_buffer, rs.counters.out_of_buffer),
+            (0, 0)
+        );
         assert!(
             out_c.starts_with("  local address:  LID 0x0000, QPN 0x"),
             "{out_c}"

@@ -2,7 +2,7 @@
 //! ([`ConnectParams`]) and the RESET → INIT → RTR → RTS steps
 //! (IBTA Vol. 1 §10.3.1, §11.2.4.2 `ibv_modify_qp`) that bring it up.
 
-use crate::transport::{AddressVector, AttrMask, Device, Mtu, QpAttr, QpState};
+use crate::transport::{Access, AddressVector, AttrMask, Device, Mtu, QpAttr, QpState};
 use crate::wire::MacAddr;
 use core::net::IpAddr;
 
@@ -23,7 +23,7 @@ pub struct ConnectParams {
     /// READ and atomic requests outstanding at most, each way.
     pub max_rd_atomic: u8,
     /// Remote access each responder grants.
-    pub access: crate::transport::Access,
+    pub access: Access,
     /// DSCP and ECN bits of every packet; default
     /// [`DEFAULT_TRAFFIC_CLASS`](crate::transport::congestion::DEFAULT_TRAFFIC_CLASS).
     pub traffic_class: u8,
@@ -31,7 +31,6 @@ pub struct ConnectParams {
 
 impl Default for ConnectParams {
     fn default() -> ConnectParams {
-        use crate::transport::Access;
         ConnectParams {
             mtu: Mtu::Mtu1024,
             timeout: 14,
@@ -48,6 +47,19 @@ impl Default for ConnectParams {
     }
 }
 
+/// The RESET to INIT attributes (mask [`AttrMask::RC_INIT`]): P_Key index
+/// 0, port 1 and `access`. A QP in INIT takes receives (IBTA §10.3.1), so
+/// a tool posts them here, before the peer can send.
+pub fn init_attr(access: Access) -> QpAttr {
+    QpAttr {
+        qp_state: QpState::Init,
+        pkey_index: 0,
+        port_num: 1,
+        qp_access_flags: access,
+        ..QpAttr::default()
+    }
+}
+
 /// The three `ibv_modify_qp` calls that bring an RC QP from RESET through
 /// INIT and RTR to RTS towards `remote_qpn` at `remote_ip` (`remote_mac`;
 /// zero for "resolve it"), sending from PSN `sq_psn` and expecting
@@ -60,13 +72,7 @@ pub fn connect_steps(
     sq_psn: u32,
     rq_psn: u32,
 ) -> [(QpAttr, AttrMask); 3] {
-    let init = QpAttr {
-        qp_state: QpState::Init,
-        pkey_index: 0,
-        port_num: 1,
-        qp_access_flags: p.access,
-        ..QpAttr::default()
-    };
+    let init = init_attr(p.access);
     let mut rtr = init;
     rtr.qp_state = QpState::Rtr;
     rtr.ah_attr = Some(AddressVector {
