@@ -25,6 +25,7 @@ struct PoolInner {
     ptr: NonNull<ffi::rte_mempool>,
     name: String,
     size: u32,
+    data_room: u16,
     _eal: Eal,
 }
 
@@ -59,6 +60,7 @@ impl Mempool {
             ptr,
             name: name.to_string(),
             size: opts.mbufs,
+            data_room: opts.data_room,
             _eal: eal.clone(),
         })))
     }
@@ -71,6 +73,11 @@ impl Mempool {
     /// Total mbufs in the pool.
     pub fn size(&self) -> u32 {
         self.0.size
+    }
+
+    /// Bytes of frame an mbuf holds (after its headroom).
+    pub fn data_room(&self) -> u16 {
+        self.0.data_room
     }
 
     /// Mbufs free right now (including those in per-lcore caches).

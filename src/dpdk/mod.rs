@@ -26,8 +26,8 @@
 
 pub mod options;
 pub use options::{
-    eal_args, DeviceSpec, EalOptions, HugepageMode, HugepageState, InvalidOption, MempoolOptions,
-    PortOptions,
+    eal_args, AfPacketArgs, DeviceSpec, EalOptions, HugepageMode, HugepageState, InvalidOption,
+    MempoolOptions, PortOptions,
 };
 
 // Each module below is DPDK-only by its own `#![cfg(feature = "dpdk")]`.
@@ -42,6 +42,7 @@ mod intr;
 pub mod lcore;
 mod mbuf;
 mod mempool;
+pub mod netdev;
 mod port;
 
 #[cfg(feature = "dpdk")]
@@ -52,7 +53,7 @@ pub use {
     hugemem::HugeMem,
     mbuf::{free_burst, Mbuf},
     mempool::{Mempool, HEADROOM},
-    port::{LinkStatus, Port, PortId, PortQueue, PortStats, QueueId},
+    port::{FrameLimit, LinkStatus, Port, PortId, PortQueue, PortStats, QueueId},
 };
 
 /// The DPDK version the crate was built against (from pkg-config).

@@ -102,6 +102,63 @@ impl DeviceSpec {
     }
 }
 
+/// What the kernel puts in front of each received frame in a TPACKET_V2
+/// ring slot of a raw packet socket: the 32-byte `tpacket2_hdr` and the
+/// 20-byte `sockaddr_ll` (`TPACKET2_HDRLEN`), 16 aligned up together with
+/// the Ethernet header to the next 16 bytes, less that header: 66 bytes.
+/// The kernel cuts what does not fit (linux/net/packet/af_packet.c,
+/// `tpacket_rcv`: `macoff`).
+pub const AF_PACKET_SLOT_OVERHEAD: u32 = 66;
+
+/// net_af_packet's ring slot size when `framesz` is not given.
+pub const AF_PACKET_DEFAULT_FRAMESZ: u32 = 2048;
+
+/// The arguments of a net_af_packet device that bound its frames.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AfPacketArgs {
+    /// The kernel interface (`iface=`).
+    pub iface: String,
+    /// Bytes per ring slot (`framesz=`, default 2048).
+    pub framesz: u32,
+}
+
+impl AfPacketArgs {
+    /// The largest frame (Ethernet header on, no FCS) a ring slot holds.
+    pub fn max_frame(&self) -> u32 {
+        self.framesz.saturating_sub(AF_PACKET_SLOT_OVERHEAD)
+    }
+}
+
+impl DeviceSpec {
+    /// The interface and slot size of a net_af_packet vdev
+    /// (`net_af_packet0,iface=veth0,framesz=4352,...`; `eth_af_packet` is
+    /// its alias); `None` for any other device.
+    pub fn af_packet(&self) -> Option<AfPacketArgs> {
+        let DeviceSpec::Vdev(spec) = self else {
+            return None;
+        };
+        let mut parts = spec.split(',');
+        let head = parts.next()?;
+        if !(head.starts_with("net_af_packet") || head.starts_with("eth_af_packet")) {
+            return None;
+        }
+        let mut a = AfPacketArgs {
+            iface: String::new(),
+            framesz: AF_PACKET_DEFAULT_FRAMESZ,
+        };
+        for kv in parts {
+            match kv.split_once('=') {
+                Some(("iface", v)) => a.iface = v.trim().to_string(),
+                Some(("framesz", v)) => {
+                    a.framesz = v.trim().parse().unwrap_or(AF_PACKET_DEFAULT_FRAMESZ)
+                }
+                _ => {}
+            }
+        }
+        Some(a)
+    }
+}
+
 fn is_pci_address(s: &str) -> bool {
     // dddd:bb:dd.f or bb:dd.f, hex digits
     let parts: Vec<&str> = s.split(':').collect();
@@ -311,6 +368,21 @@ mod tests {
         page_kib: 2048,
         hugetlbfs_mounted: true,
     };
+
+    #[test]
+    fn af_packet_args_bound_the_frame() {
+        let d = DeviceSpec::parse("net_af_packet0,iface=veth0,framesz=4352,blocksz=69632").unwrap();
+        let a = d.af_packet().unwrap();
+        assert_eq!(
+            (a.iface.as_str(), a.framesz, a.max_frame()),
+            ("veth0", 4352, 4286)
+        );
+        // The default slot: 2048 - 66 bytes.
+        let d = DeviceSpec::parse("eth_af_packet1,iface=fr0").unwrap();
+        assert_eq!(d.af_packet().unwrap().max_frame(), 1982);
+        assert_eq!(DeviceSpec::parse("net_null0").unwrap().af_packet(), None);
+        assert_eq!(DeviceSpec::Ring("net_af_packet".into()).af_packet(), None);
+    }
 
     #[test]
     fn device_specs_parse() {

@@ -8,7 +8,8 @@ use super::error::{check, from_errno, Error, Result};
 use super::ffi;
 use super::mbuf::{free_burst, Mbuf};
 use super::mempool::Mempool;
-use super::options::{DeviceSpec, PortOptions};
+use super::netdev;
+use super::options::{AfPacketArgs, DeviceSpec, PortOptions};
 use crate::backend::{Backend, Burst, BURST};
 use crate::wire::MacAddr;
 use std::ffi::CString;
@@ -55,6 +56,19 @@ pub struct PortStats {
     pub rx_nombuf: u64,
 }
 
+/// How large a port's frames can be, and what says so.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FrameLimit {
+    /// The port's L3 MTU.
+    pub mtu: u32,
+    /// The largest Ethernet frame it carries (header and an 802.1Q tag
+    /// included, no FCS).
+    pub max_frame: usize,
+    /// What sets them, in words: the interface's MTU, the ring slots, the
+    /// mbufs.
+    pub source: String,
+}
+
 /// A started Ethernet port; stopped and closed when the last handle drops.
 #[derive(Clone)]
 pub struct Port(Arc<PortInner>);
@@ -63,6 +77,10 @@ struct PortInner {
     id: PortId,
     name: String,
     opts: PortOptions,
+    /// A net_af_packet device's interface and ring slot size.
+    af_packet: Option<AfPacketArgs>,
+    /// Ring drops read from the kernel so far (each read zeroes its count).
+    ring_drops: std::sync::atomic::AtomicU64,
     /// For ring links: the rings both ends share, freed after both close.
     _link: Option<Arc<RingLink>>,
     pool: Mempool,
@@ -104,6 +122,8 @@ impl Port {
             id: PortId(id),
             name: name.to_string(),
             opts: opts.clone(),
+            af_packet: device.af_packet(),
+            ring_drops: Default::default(),
             _link: None,
             pool: pool.clone(),
             _eal: eal.clone(),
@@ -176,6 +196,8 @@ impl Port {
             id: PortId(ret as u16),
             name: name.to_string(),
             opts: opts.clone(),
+            af_packet: None,
+            ring_drops: Default::default(),
             _link: Some(rings.clone()),
             pool: pool.clone(),
             _eal: eal.clone(),
@@ -222,6 +244,67 @@ impl Port {
             ffi::rte_eth_dev_get_mtu(self.0.id.0, &mut mtu)
         })?;
         Ok(mtu)
+    }
+
+    /// How large its frames can be. A net_af_packet port carries what
+    /// both the kernel interface (its MTU) and a ring slot (`framesz` less
+    /// the kernel's 66 bytes) hold; the ethdev MTU (1500, the PMD's
+    /// `max_rx_pktlen` of 1518) says nothing there. Any other port carries
+    /// its ethdev MTU. Both are bounded by the mbufs' data room.
+    pub fn frame_limit(&self) -> Result<FrameLimit> {
+        const ETH: usize = crate::wire::len::ETH;
+        const ETH_VLAN: usize = crate::wire::len::ETH_VLAN;
+        let room = usize::from(self.0.pool.data_room());
+        let (mtu, max_frame, mut source) = match &self.0.af_packet {
+            Some(a) => {
+                let kernel = netdev::if_mtu(&a.iface).map_err(|e| {
+                    Error::Invalid(format!("the MTU of interface {:?}: {e}", a.iface))
+                })?;
+                let slot = a.max_frame() as usize;
+                let max_frame = (kernel as usize + ETH_VLAN).min(slot);
+                let mtu = kernel.min(slot.saturating_sub(ETH) as u32);
+                let source = if kernel as usize + ETH <= slot {
+                    format!(
+                        "MTU {kernel} of interface {} (ring slots of {} B hold frames up to {slot} B)",
+                        a.iface, a.framesz
+                    )
+                } else {
+                    format!(
+                        "ring slots of {} B (framesz) hold frames up to {slot} B; interface {} has MTU {kernel}",
+                        a.framesz, a.iface
+                    )
+                };
+                (mtu, max_frame, source)
+            }
+            None => {
+                let mtu = u32::from(self.mtu()?);
+                (
+                    mtu,
+                    mtu as usize + ETH_VLAN,
+                    format!("MTU {mtu} of the DPDK port"),
+                )
+            }
+        };
+        if room < max_frame {
+            source.push_str(&format!("; mbufs hold {room} B (mempool data_room)"));
+        }
+        Ok(FrameLimit {
+            mtu,
+            max_frame: max_frame.min(room),
+            source,
+        })
+    }
+
+    /// Frames lost on the receive path before the PMD saw them and that the
+    /// PMD does not count: for a net_af_packet port, those its packet
+    /// sockets' rings dropped when full (summed over the port's life);
+    /// `None` for other ports (their drops are in [`Port::stats`]).
+    pub fn ring_drops(&self) -> Option<u64> {
+        use std::sync::atomic::Ordering;
+        let a = self.0.af_packet.as_ref()?;
+        let ifindex = netdev::if_index(&a.iface).ok()?;
+        let new = netdev::packet_ring_drops(ifindex)?;
+        Some(self.0.ring_drops.fetch_add(new, Ordering::Relaxed) + new)
     }
 
     /// Link state, without waiting (`rte_eth_link_get_nowait`).
@@ -325,8 +408,10 @@ impl PortInner {
             )));
         }
         let mut conf = ffi::rte_eth_conf::default();
-        if let Some(mtu) = o.mtu {
-            conf.rxmode.mtu = u32::from(mtu);
+        match (o.mtu, &self.af_packet) {
+            (Some(mtu), None) => conf.rxmode.mtu = u32::from(mtu),
+            (Some(mtu), Some(a)) => set_af_packet_mtu(&self.name, a, mtu)?,
+            (None, _) => {}
         }
         // SAFETY: valid port id; conf is a fully initialised config.
         check("rte_eth_dev_configure", unsafe {
@@ -364,7 +449,7 @@ impl PortInner {
                 ffi::rte_eth_tx_queue_setup(port, q, ntx, socket, std::ptr::null())
             })?;
         }
-        if let Some(mtu) = o.mtu {
+        if let (Some(mtu), None) = (o.mtu, &self.af_packet) {
             // SAFETY: valid port id.
             let ret = unsafe { ffi::rte_eth_dev_set_mtu(port, mtu) };
             if ret < 0 && ret != -(libc::ENOTSUP) {
@@ -379,6 +464,35 @@ impl PortInner {
         check("rte_eth_dev_start", unsafe { ffi::rte_eth_dev_start(port) })?;
         Ok(())
     }
+}
+
+/// A config's `mtu` on a net_af_packet port: the ethdev refuses any MTU
+/// over 1500 (the PMD's `max_rx_pktlen` is 1518) though the ring carries
+/// more, so the MTU goes to the kernel interface, as the PMD's own MTU
+/// call would set it, if a ring slot holds its frames.
+fn set_af_packet_mtu(port: &str, a: &AfPacketArgs, mtu: u16) -> Result<()> {
+    let frame = u32::from(mtu) + crate::wire::len::ETH_VLAN as u32;
+    if frame > a.max_frame() {
+        return Err(Error::Invalid(format!(
+            "port {port}: mtu {mtu} makes frames of up to {frame} B, but net_af_packet's ring \
+             slots (framesz {}) hold {} B; give framesz >= {} (and a blocksz that is a multiple of it)",
+            a.framesz,
+            a.max_frame(),
+            (frame + super::options::AF_PACKET_SLOT_OVERHEAD).next_multiple_of(16)
+        )));
+    }
+    let now = netdev::if_mtu(&a.iface)
+        .map_err(|e| Error::Invalid(format!("port {port}: interface {:?}: {e}", a.iface)))?;
+    if now != u32::from(mtu) {
+        netdev::set_if_mtu(&a.iface, u32::from(mtu)).map_err(|e| {
+            Error::Invalid(format!(
+                "port {port}: setting the MTU of interface {:?} from {now} to {mtu}: {e}",
+                a.iface
+            ))
+        })?;
+        log::info!("port {port}: interface {} MTU {now} -> {mtu}", a.iface);
+    }
+    Ok(())
 }
 
 impl Drop for PortInner {

@@ -1,6 +1,7 @@
 //! `ferroce info`: what DPDK sees of a config: the DPDK version, the
-//! hugepages, the EAL arguments, and every port's id, device, MAC, MTU,
-//! address and link.
+//! hugepages, the EAL arguments, and every port's id, device, MAC,
+//! address and link, and its MTU, largest frame and path MTU with what
+//! bounds them.
 
 use crate::config::Config;
 use crate::dpdk;
@@ -28,17 +29,24 @@ pub fn run(cfg: &Config) -> Result<bool> {
         let (pc, p) = dp.port(&name)?;
         let link = p.wait_link_up(std::time::Duration::from_millis(500))?;
         println!(
-            "port {name}: id {} device {} mac {} mtu {} ip {} link {} {} Mb/s",
+            "port {name}: id {} device {} mac {} ip {} link {} {} Mb/s",
             p.id().0,
             pc.device,
             p.mac()?,
-            p.mtu()
-                .map(|m| m.to_string())
-                .unwrap_or_else(|e| format!("? ({e})")),
             pc.ip,
             if link.up { "up" } else { "down" },
             link.speed_mbps
         );
+        match p.frame_limit() {
+            Ok(l) => println!(
+                "port {name}: mtu {} frames up to {} B path MTU up to {} ({})",
+                l.mtu,
+                l.max_frame,
+                crate::verbs::active_mtu(l.max_frame).bytes(),
+                l.source
+            ),
+            Err(e) => println!("port {name}: mtu ? ({e})"),
+        }
     }
     Ok(true)
 }

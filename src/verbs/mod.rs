@@ -85,6 +85,20 @@ pub enum Error {
     /// says why (no answer at all, or none in time).
     #[error("cannot resolve the MAC of {0}: {1}")]
     Unresolved(IpAddr, &'static str),
+    /// A path MTU larger than the port's frames carry (`active_mtu`).
+    #[error(
+        "path MTU {asked} is more than this port carries: path MTU at most {active}, frames up to {max_frame} B ({source_})"
+    )]
+    PathMtu {
+        /// The path MTU asked for, in bytes.
+        asked: u32,
+        /// The port's `active_mtu`, in bytes.
+        active: u32,
+        /// The largest frame the port carries.
+        max_frame: u32,
+        /// What bounds it.
+        source_: Box<str>,
+    },
     /// The context's region allocator could not provide the memory.
     #[error("memory for a {len}-byte region: {why}")]
     NoMemory {
@@ -208,6 +222,10 @@ pub struct PortAttr {
     pub mac: MacAddr,
     /// The largest path MTU the port's frames can carry (`active_mtu`).
     pub active_mtu: Mtu,
+    /// The largest frame the port carries (Ethernet header included).
+    pub max_frame: usize,
+    /// What bounds `max_frame`, in words (see [`ContextConfig::frame_source`]).
+    pub frame_source: String,
     /// Entries in the GID table.
     pub gid_tbl_len: usize,
     /// Entries in the P_Key table.
@@ -232,6 +250,9 @@ pub struct ContextConfig {
     /// The largest frame the port carries, Ethernet header included: it
     /// bounds the path MTU (`active_mtu`).
     pub max_frame: usize,
+    /// What sets `max_frame`, in words, for messages that name the limit
+    /// (e.g. "MTU 1500 of interface veth0").
+    pub frame_source: String,
     /// Timers of the neighbour table (ARP and Neighbor Discovery).
     pub neigh: NeighConfig,
     /// Neighbours known in advance (never resolved, never aged).
@@ -260,6 +281,7 @@ impl ContextConfig {
             mac,
             gids: vec![ip.to_canonical()],
             max_frame: crate::host::pump::MAX_FRAME,
+            frame_source: "the default frame size".into(),
             neigh: NeighConfig::default(),
             static_neigh: Vec::new(),
             qp: QpConfig::default(),
@@ -277,6 +299,16 @@ impl ContextConfig {
 const MAX_OVERHEAD: usize =
     crate::wire::len::ROCE_MAX + crate::wire::len::RETH + crate::wire::len::ICRC;
 
+/// The largest path MTU whose packets, with every header they may carry
+/// (802.1Q, IPv6, RETH), fit in frames of `max_frame` bytes: a port's
+/// `active_mtu`.
+pub fn active_mtu(max_frame: usize) -> Mtu {
+    [Mtu::Mtu4096, Mtu::Mtu2048, Mtu::Mtu1024, Mtu::Mtu512]
+        .into_iter()
+        .find(|m| m.bytes() as usize + MAX_OVERHEAD <= max_frame)
+        .unwrap_or(Mtu::Mtu256)
+}
+
 static NEXT_CONTEXT: AtomicU32 = AtomicU32::new(1);
 
 /// One port's verbs context, run to completion in the caller's thread.
@@ -288,6 +320,8 @@ pub struct Context<B: Backend> {
     pending: Burst<B::Buf>,
     spare: Option<B::Buf>,
     active_mtu: Mtu,
+    max_frame: usize,
+    frame_source: String,
     region_alloc: RegionAlloc,
     resolve_timeout: Duration,
     moved: PumpStats,
@@ -306,10 +340,7 @@ impl<B: Backend> Context<B> {
     /// Opens a context on `port` (`ibv_open_device`), reading time from
     /// `clock`.
     pub fn open(port: B, clock: Box<dyn Clock + Send>, cfg: ContextConfig) -> Result<Self, Error> {
-        let active_mtu = [Mtu::Mtu4096, Mtu::Mtu2048, Mtu::Mtu1024, Mtu::Mtu512]
-            .into_iter()
-            .find(|m| m.bytes() as usize + MAX_OVERHEAD <= cfg.max_frame)
-            .unwrap_or(Mtu::Mtu256);
+        let active_mtu = active_mtu(cfg.max_frame);
         let mut dc = DeviceConfig::new(
             cfg.mac,
             cfg.gids.first().copied().ok_or(Error::NoSuchGid(0))?,
@@ -331,6 +362,8 @@ impl<B: Backend> Context<B> {
             pending: Burst::new(),
             spare: None,
             active_mtu,
+            max_frame: cfg.max_frame,
+            frame_source: cfg.frame_source,
             region_alloc: cfg.region_alloc,
             resolve_timeout: cfg.resolve_timeout,
             moved: PumpStats::default(),
@@ -358,8 +391,20 @@ impl<B: Backend> Context<B> {
         PortAttr {
             mac: c.mac,
             active_mtu: self.active_mtu,
+            max_frame: self.max_frame,
+            frame_source: self.frame_source.clone(),
             gid_tbl_len: c.gids.len(),
             pkey_tbl_len: c.pkeys.len(),
+        }
+    }
+
+    /// The error for a path MTU of `asked`, larger than the port carries.
+    pub fn path_mtu_error(&self, asked: Mtu) -> Error {
+        Error::PathMtu {
+            asked: asked.bytes(),
+            active: self.active_mtu.bytes(),
+            max_frame: self.max_frame as u32,
+            source_: self.frame_source.as_str().into(),
         }
     }
 
@@ -526,6 +571,9 @@ impl<B: Backend> Context<B> {
     /// `dmac` gets its MAC from ARP first.
     pub fn modify_qp(&mut self, qp: &Qp, attr: &QpAttr, mask: AttrMask) -> Result<(), Error> {
         self.mine(qp.ctx)?;
+        if mask.contains(AttrMask::PATH_MTU) && attr.path_mtu > self.active_mtu {
+            return Err(self.path_mtu_error(attr.path_mtu));
+        }
         let mut attr = *attr;
         if mask.contains(AttrMask::AV) {
             if let Some(av) = attr.ah_attr.as_mut() {

@@ -95,8 +95,30 @@ fn a_small_port_frame_limits_the_active_mtu() {
     let (pa, _pb) = loopback::pair(4, 2048);
     let mut c = ContextConfig::new(MAC_A, IP_A.into());
     c.max_frame = 1600;
-    let a = Context::open(pa, Box::new(WallClock::new()), c).unwrap();
+    c.frame_source = "MTU 1582 of interface t0".into();
+    let mut a = Context::open(pa, Box::new(WallClock::new()), c).unwrap();
     assert_eq!(a.query_port().active_mtu, Mtu::Mtu1024);
+    assert_eq!(a.query_port().max_frame, 1600);
+    // A QP cannot be brought to a path MTU its port's frames do not hold.
+    let pd = a.alloc_pd();
+    let cq = a.create_cq(4).unwrap();
+    let qp = a.create_qp(&pd, &cq, &cq, QpCaps::default()).unwrap();
+    let p = ConnectParams {
+        mtu: Mtu::Mtu2048,
+        ..ConnectParams::default()
+    };
+    let e = a.connect(&qp, 0x11, IP_B.into(), &p, 1, 1).unwrap_err();
+    assert!(matches!(
+        e,
+        Error::PathMtu {
+            asked: 2048,
+            active: 1024,
+            max_frame: 1600,
+            ..
+        }
+    ));
+    assert!(e.to_string().contains("MTU 1582 of interface t0"), "{e}");
+    assert_eq!(a.query_qp(&qp).unwrap().0, crate::transport::QpState::Init);
 }
 
 #[test]

@@ -144,13 +144,12 @@ fn two_ports(cfg: &Config) -> Result<bool> {
     }
     if cfg.tools.run {
         use super::{run_tools, End};
-        use crate::tools::port::max_frame;
         let end = |queue, port: &Port, ip| -> Result<End<dpdk::PortQueue>> {
             Ok(End {
                 queue,
                 mac: port.mac()?,
                 ip,
-                max_frame: max_frame(cfg, port),
+                max_frame: port.frame_limit()?.max_frame,
             })
         };
         let (ea, eb) = (end(qa, pa, ca.ip)?, end(qb, pb, cb.ip)?);

@@ -545,7 +545,12 @@ pub fn run<B: Backend>(
         Role::Client(ip) => Channel::connect(ctx, SocketAddr::new(*ip, opts.tcp_port), limit)?,
     };
     let port = ctx.query_port();
-    let want = opts.mtu.unwrap_or(port.active_mtu).min(port.active_mtu);
+    let want = opts.mtu.unwrap_or(port.active_mtu);
+    if want > port.active_mtu {
+        return Err(
+            anyhow::Error::new(ctx.path_mtu_error(want)).context(format!("-m {}", want.bytes()))
+        );
+    }
     let a = channel::setup(&mut ch, ctx, PAGE, CACHE_LINE, want as u8)?;
     let mtu = Mtu::ALL[(a.mtu.clamp(1, 5) - 1) as usize];
     let mut s = Setup::create(ctx, p, a, server, opts.gid_index)?;

@@ -24,17 +24,6 @@ pub trait OnContext {
     fn run<B: Backend>(self, ctx: &mut Context<B>) -> Result<Self::Out>;
 }
 
-/// Ethernet header, VLAN tag and FCS around an IP packet of the port's
-/// MTU.
-const L2_OVERHEAD: usize = crate::wire::len::ETH_VLAN + crate::wire::len::FCS;
-
-/// The largest frame `port` carries: its MTU plus the Ethernet header,
-/// within one mbuf.
-pub fn max_frame(cfg: &Config, port: &crate::dpdk::Port) -> usize {
-    let mtu = port.mtu().unwrap_or(1500) as usize;
-    (mtu + L2_OVERHEAD).min(usize::from(cfg.mempool.data_room))
-}
-
 /// Runs `work` on a context over port `name` of `cfg`, recording to
 /// `pcap` if given. Returns its result and the frames recorded.
 pub fn on_port<W: OnContext>(
@@ -57,7 +46,9 @@ pub fn on_port<W: OnContext>(
     }
     let mac = p.mac()?;
     let mut cc = ContextConfig::new(mac, pc.ip.into());
-    cc.max_frame = max_frame(cfg, p);
+    let limit = p.frame_limit()?;
+    cc.max_frame = limit.max_frame;
+    cc.frame_source = limit.source;
     cc.region_alloc = memory::hugepage_region;
     cc.resolve_timeout = crate::time::Duration::from_secs(10);
     cc.vlan = pc.vlan();
