@@ -804,9 +804,10 @@ impl Story<'_> {
         }
     }
 
+    /// Requester `i`'s PSNs up to `u` are acknowledged (those it sent).
     fn ack_to(&mut self, i: usize, u: i64, p: &Pkt) {
         let r = &mut self.req[i];
-        if r.acked.map_or(true, |a| u > a) {
+        if u >= r.lowest && r.acked.map_or(true, |a| u > a) {
             r.acked = Some(u);
             r.acked_at = p.t_ns;
             self.sent[i].acked = Some(wire(u));
@@ -1036,4 +1037,169 @@ pub fn run(opts: &ExplainOpts) -> anyhow::Result<bool> {
             Verdict::Clean { .. } | Verdict::Recovered { .. } | Verdict::Spurious { .. }
         )
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::ext::{AckSyndrome, AethRepr, RethRepr};
+    use crate::wire::opcode::Op;
+    use crate::wire::{BthRepr, Ecn, FrameRepr, IpRepr, MacAddr, Psn};
+
+    /// A frame from host `from` (1 or 2: 198.18.0.x) to the other.
+    fn frame(from: u8, op: Opcode, qp: u32, psn: u32, f: impl Fn(&mut FrameRepr)) -> Vec<u8> {
+        let ip = |n: u8| format!("198.18.0.{n}").parse().unwrap();
+        let mut r = FrameRepr::roce(
+            MacAddr([2, 0, 0, 0, 0, from]),
+            MacAddr([2, 0, 0, 0, 0, 3 - from]),
+            IpRepr::v4(ip(from), ip(3 - from), 26, Ecn::Ect0),
+            0xC000,
+            BthRepr::new(op, qp, Psn::new(psn)),
+        );
+        f(&mut r);
+        let mut b = vec![0u8; 2048];
+        let n = r.emit(&[0u8; 256][..payload_len(op)], &mut b).unwrap();
+        b.truncate(n);
+        b
+    }
+
+    fn payload_len(op: Opcode) -> usize {
+        match op.info().map(|i| (i.class, i.position)) {
+            Some((Class::Send | Class::Write, _)) => 256,
+            _ => 0,
+        }
+    }
+
+    fn ack(s: AckSyndrome) -> impl Fn(&mut FrameRepr) {
+        move |r| {
+            r.ext.aeth = Some(AethRepr {
+                syndrome: s,
+                msn: 1,
+            })
+        }
+    }
+
+    const ACK: AckSyndrome = AckSyndrome::Ack { credit: 0x1F };
+
+    fn report(frames: &[Vec<u8>]) -> Report {
+        let (mut d, mut a) = (Decoder::new(), Analyzer::new());
+        for (i, f) in frames.iter().enumerate() {
+            a.push(&d.frame(1_000_000 * i as u64, f.len(), f));
+        }
+        a.finish()
+    }
+
+    #[test]
+    fn psns_unwrap_across_the_24_bit_edge() {
+        assert_eq!(unwrap(0, 0xFF_FFFF), 0x100_0000);
+        assert_eq!(unwrap(0xFF_FFFF, 0x100_0001), 0xFF_FFFF);
+        assert_eq!(unwrap(5, 3), 5);
+        assert_eq!(wire(0x100_0002), 2);
+    }
+
+    #[test]
+    fn silences_imply_the_exponent() {
+        // 4.096 µs × 2^14 = 67.1 ms (reference §B.9).
+        assert_eq!(implied_exponent(67_108_864), Some(14));
+        assert_eq!(implied_exponent(70_000_000), Some(14));
+        assert_eq!(implied_exponent(8_400_000), Some(11));
+        assert_eq!(implied_exponent(1_000), None);
+    }
+
+    #[test]
+    fn two_qps_between_the_same_hosts_are_two_connections() {
+        let send = Opcode::rc(Op::SendOnly);
+        let ackop = Opcode::rc(Op::Acknowledge);
+        let frames = [
+            frame(1, send, 0x20, 100, |_| {}),
+            frame(1, send, 0x30, 500, |_| {}),
+            // The answers come back to QPs 0x31 and 0x21, in the other
+            // order.
+            frame(2, ackop, 0x31, 500, ack(ACK)),
+            frame(2, ackop, 0x21, 100, ack(ACK)),
+        ];
+        let r = report(&frames);
+        assert_eq!(r.connections.len(), 2, "{r:#?}");
+        let c = &r.connections[0];
+        assert_eq!((c.ends[0].qpn, c.ends[1].qpn), (Some(0x21), Some(0x20)));
+        assert_eq!(c.verdict, Verdict::Clean { messages: 1 });
+        let c = &r.connections[1];
+        assert_eq!((c.ends[0].qpn, c.ends[1].qpn), (Some(0x31), Some(0x30)));
+        assert_eq!(c.sent[0].acked, Some(500));
+    }
+
+    #[test]
+    fn cnps_and_ce_marks_are_counted_per_direction_and_reads_use_their_psns() {
+        let read = Opcode::rc(Op::RdmaReadRequest);
+        let only = Opcode::rc(Op::RdmaReadResponseOnly);
+        let last = Opcode::rc(Op::RdmaReadResponseLast);
+        let first = Opcode::rc(Op::RdmaReadResponseFirst);
+        let reth = |len: u32| {
+            move |r: &mut FrameRepr| {
+                r.ext.reth = Some(RethRepr {
+                    va: 0,
+                    rkey: 1,
+                    dma_len: len,
+                })
+            }
+        };
+        let ce = |r: &mut FrameRepr| {
+            r.ext.aeth = Some(AethRepr {
+                syndrome: ACK,
+                msn: 1,
+            });
+            r.ip.set_ecn(Ecn::Ce);
+        };
+        let cnp = |r: &mut FrameRepr| {
+            r.bth.becn = true;
+        };
+        let frames = [
+            // A READ of 1000 B: no FIRST or MIDDLE packet in the capture,
+            // so the path MTU is not known; it may use up to 4 PSNs.
+            frame(1, read, 0x20, 10, reth(1000)),
+            frame(2, first, 0x21, 10, ce),
+            frame(2, last, 0x21, 13, ack(ACK)),
+            frame(1, Opcode::CNP, 0x20, 0, cnp),
+            frame(1, read, 0x20, 14, reth(8)),
+            frame(2, only, 0x21, 14, ack(ACK)),
+        ];
+        let r = report(&frames);
+        assert_eq!(r.connections.len(), 1, "{r:#?}");
+        let c = &r.connections[0];
+        assert!(c.events.iter().all(|e| !matches!(e.what, What::Gap { .. })));
+        assert_eq!(c.sent[0].messages, [("RDMA READ", 2)]);
+        assert_eq!(c.sent[0].cnps, 1);
+        assert_eq!(c.sent[1].ce_marked, 1);
+        assert_eq!((c.sent[1].cnps, c.sent[0].ce_marked), (0, 0));
+        let cnps: Vec<usize> = c
+            .events
+            .iter()
+            .filter(|e| e.what == What::Cnp)
+            .map(|e| e.end)
+            .collect();
+        assert_eq!(cnps, [1], "the CNP goes to the responder's end");
+        assert_eq!(c.verdict, Verdict::Clean { messages: 2 });
+        assert_eq!(c.sent[0].acked, Some(14));
+    }
+
+    #[test]
+    fn requests_never_answered_are_unanswered() {
+        let send = Opcode::rc(Op::SendOnly);
+        let r = report(&[
+            frame(1, send, 0x20, 7, |_| {}),
+            frame(1, send, 0x20, 8, |_| {}),
+        ]);
+        let c = &r.connections[0];
+        assert_eq!(c.ends[1].qpn, Some(0x20));
+        assert_eq!(c.ends[0].qpn, None);
+        assert_eq!(
+            c.verdict,
+            Verdict::Unanswered {
+                end: 0,
+                psn: 7,
+                outstanding: 2
+            }
+        );
+        assert!(render::story(&r).contains("198.18.0.1 QP ?"));
+    }
 }

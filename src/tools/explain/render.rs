@@ -206,12 +206,15 @@ pub fn verdict(c: &Connection) -> String {
             timeouts,
             resends,
         } => {
-            let mut parts = vec![
-                plural(gaps as u64, "gap", "gaps"),
-                plural(seq_naks as u64, "NAK sequence error", "NAK sequence errors"),
-            ];
-            if timeouts > 0 {
-                parts.push(plural(timeouts as u64, "timeout", "timeouts"));
+            let mut parts = Vec::new();
+            for (n, one, many) in [
+                (gaps, "gap", "gaps"),
+                (seq_naks, "NAK sequence error", "NAK sequence errors"),
+                (timeouts, "timeout", "timeouts"),
+            ] {
+                if n > 0 {
+                    parts.push(plural(n as u64, one, many));
+                }
             }
             parts.push(format!(
                 "go-back-N ({})",
