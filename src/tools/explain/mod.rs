@@ -13,7 +13,7 @@
 //!   requests and A's responses to B's requests) carries B's QPN;
 //! - a request PSN behind the next new one is a resend (go-back-N,
 //!   §9.7.5.2); ahead of it, the PSNs between are a gap on the wire. An
-//!   RDMA READ request uses one PSN per response packet (§9.7.4.1.4), so
+//!   RDMA READ request uses one PSN per response packet (reference §B.6), so
 //!   the next request may be that many PSNs on;
 //! - an AETH syndrome 0x60..0x64 is a NAK (§9.7.5.2.4: 0x60 PSN sequence
 //!   error, 0x61 invalid request, 0x62 remote access error, 0x63 remote
