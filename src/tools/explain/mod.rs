@@ -462,9 +462,9 @@ fn pair_flows(pkts: &[Pkt]) -> Vec<([End; 2], Vec<usize>)> {
             });
         paired.insert(k.clone(), true);
         let (a, b) = (k.0.clone(), k.1.clone());
-        let (qa, mut idx) = (None, members[k].clone());
+        let mut idx = members[k].clone();
         let mut ends = [
-            End { ip: a, qpn: qa },
+            End { ip: a, qpn: None },
             End {
                 ip: b,
                 qpn: Some(k.2),
@@ -826,15 +826,14 @@ impl Story<'_> {
             Verdict::Clean { .. } => Verdict::Clean {
                 messages: self.sent[0].message_count() + self.sent[1].message_count(),
             },
-            Verdict::Recovered { .. } | Verdict::Spurious { .. } => self.merge(v[0], v[1], worst),
+            Verdict::Recovered { .. } | Verdict::Spurious { .. } => Self::merge(v[0], v[1], worst),
             w => w,
         }
     }
 
     /// Both requesters' counts, when the worst is `Recovered` or
     /// `Spurious` (the other then is one of those or `Clean`).
-    fn merge(&self, a: Verdict, b: Verdict, worst: Verdict) -> Verdict {
-        let _ = self;
+    fn merge(a: Verdict, b: Verdict, worst: Verdict) -> Verdict {
         match (a, b) {
             (
                 Verdict::Recovered {
