@@ -65,6 +65,24 @@ fn bad_configs_and_arguments_are_named() {
     );
 }
 
+#[test]
+fn explain_names_what_it_cannot_read() {
+    let dir = TempDir::new();
+    let junk = dir.write("junk.pcap", "not a capture");
+    fails_with(&["explain", junk.to_str().unwrap()], "junk.pcap");
+    fails_with(&["explain", "/nonexistent/x.pcap"], "/nonexistent/x.pcap");
+    // A valid pcap with no frame at all.
+    let empty = dir.path().join("empty.pcap");
+    ferroce::pcap::create(&empty, ferroce::pcap::Precision::Micro)
+        .unwrap()
+        .flush()
+        .unwrap();
+    fails_with(
+        &["explain", empty.to_str().unwrap()],
+        "no RoCE RC frames in 0 frames",
+    );
+}
+
 #[cfg(feature = "dpdk")]
 #[test]
 fn a_device_the_eal_cannot_open_is_an_error() {

@@ -2,7 +2,8 @@
 //! rdma-core's and perftest's interop tools ([`pingpong`], [`perftest`])
 //! with their out-of-band exchange ([`oob`], [`exchange`]), `ferroce demo`
 //! ([`demo`]), the link test and its probe frames ([`linktest`],
-//! [`probe`]), the capture decoder ([`decode`]), the benchmarks ([`bench`](mod@bench)),
+//! [`probe`]), the capture decoder ([`decode`]) and its per-connection
+//! diagnosis ([`explain`]), the benchmarks ([`bench`](mod@bench)),
 //! the interop tools' subcommands ([`interop`]), `ferroce info` (`info`) and
 //! what every tool does to open a DPDK port (`port`; both need DPDK).
 
@@ -12,6 +13,7 @@ pub mod bench;
 pub mod decode;
 pub mod demo;
 pub mod exchange;
+pub mod explain;
 #[cfg(feature = "dpdk")]
 pub mod info;
 pub mod interop;

@@ -8,6 +8,7 @@ use ferroce::tools::bench::wire::WireOpts;
 use ferroce::tools::bench::{E2eCmd, IoOpts};
 use ferroce::tools::decode::DecodeOpts;
 use ferroce::tools::demo::DemoOpts;
+use ferroce::tools::explain::ExplainOpts;
 use ferroce::tools::interop::{PerftestCmd, PingpongCmd};
 use ferroce::tools::linktest::LinktestOpts;
 use ferroce::tools::perftest::Test;
@@ -82,6 +83,13 @@ pub enum Cmd {
     /// One line per frame of pcap files: RoCE v2 headers and ICRC check.
     /// Exits 1 if any RoCE frame has a bad ICRC or is malformed.
     Decode(DecodeOpts),
+    /// The story of each RC connection in a capture: its ends and QPNs,
+    /// messages and PSNs each way, PSN gaps, NAKs, RNR NAKs, resends and
+    /// what caused them (a NAK, a timeout and its implied exponent, or
+    /// spurious), CNPs and ECN marks, and a verdict. --plot FILE.png draws
+    /// the PSNs over time, one panel per connection. Exits 1 when a
+    /// connection did not end clean or recovered.
+    Explain(ExplainOpts),
     /// Two hosts on a simulated link run a mix of SEND, WRITE, READ and
     /// atomics over RC and verify every byte and atomic result where it
     /// lands. One summary line per seed (and a total line for --seeds).

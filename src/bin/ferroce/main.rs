@@ -21,6 +21,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.cmd {
         Cmd::Decode(opts) => tools::decode::run(&opts),
+        Cmd::Explain(opts) => tools::explain::run(&opts),
         Cmd::Sim(opts) => sim::cli::sim(&opts),
         Cmd::Lab { file, opts } => sim::cli::lab(&file, &opts),
         Cmd::Bench {

@@ -45,8 +45,9 @@ pub const MAX_LEGEND: usize = 16;
 
 /// Size of tick labels, in pixels.
 const LABEL_SIZE: i32 = 16;
-/// The family name the font is registered under.
-const FAMILY: &str = "sans-serif";
+/// The family name the font is registered under: give it to plotters'
+/// text styles in a drawing passed to [`render_png`].
+pub const FAMILY: &str = "sans-serif";
 
 /// Why a chart was not written.
 #[derive(Debug, thiserror::Error)]
@@ -581,8 +582,20 @@ fn render(
     path: &Path,
     draw: impl FnOnce(&mut [u8]) -> Result<(), String>,
 ) -> Result<(), PlotError> {
+    render_png(path, (WIDTH, HEIGHT), draw)
+}
+
+/// Finds the font (once per process), lets `draw` draw into a `width` x
+/// `height` RGB buffer (with plotters' `BitMapBackend::with_buffer`, text
+/// in [`FAMILY`]) and writes it to `path` as PNG: how another tool's chart
+/// shares the lab's font and encoding.
+pub fn render_png(
+    path: &Path,
+    (width, height): (u32, u32),
+    draw: impl FnOnce(&mut [u8]) -> Result<(), String>,
+) -> Result<(), PlotError> {
     ensure_font()?;
-    let mut buf = vec![0u8; (WIDTH * HEIGHT * 3) as usize];
+    let mut buf = vec![0u8; (width * height * 3) as usize];
     draw(&mut buf).map_err(|msg| PlotError::Draw {
         path: path.to_path_buf(),
         msg,
@@ -592,7 +605,7 @@ fn render(
         source,
     };
     let mut out = BufWriter::new(File::create(path).map_err(io)?);
-    encode(&mut out, &buf).map_err(|e| match e {
+    encode(&mut out, (width, height), &buf).map_err(|e| match e {
         png::EncodingError::IoError(e) => io(e),
         e => PlotError::Draw {
             path: path.to_path_buf(),
@@ -602,8 +615,12 @@ fn render(
     out.flush().map_err(io)
 }
 
-fn encode(out: &mut impl Write, rgb: &[u8]) -> Result<(), png::EncodingError> {
-    let mut enc = png::Encoder::new(out, WIDTH, HEIGHT);
+fn encode(
+    out: &mut impl Write,
+    (width, height): (u32, u32),
+    rgb: &[u8],
+) -> Result<(), png::EncodingError> {
+    let mut enc = png::Encoder::new(out, width, height);
     enc.set_color(png::ColorType::Rgb);
     enc.set_depth(png::BitDepth::Eight);
     enc.set_compression(png::Compression::Fast);
