@@ -269,9 +269,13 @@ pub struct PortConfig {
     pub name: String,
     /// `ring:LINK`, a vdev spec (`net_memif0,role=server,...`) or a PCI address.
     pub device: String,
-    /// Our IPv4 address on this port.
+    /// Our IPv4 address on this port: GID index 0 (`::ffff:ip`).
     #[serde(default = "default_ip")]
     pub ip: Ipv4Addr,
+    /// More addresses of ours, IPv6 or IPv4: GID indices 1, 2, ... (the
+    /// tools' `-g` / `-x`), e.g. `gids = ["2001:2::10"]`.
+    #[serde(default)]
+    pub gids: Vec<std::net::IpAddr>,
     /// CPU to pin this port's datapath thread to.
     #[serde(default)]
     pub core: Option<usize>,

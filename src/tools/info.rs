@@ -37,14 +37,16 @@ pub fn run(cfg: &Config) -> Result<bool> {
             if link.up { "up" } else { "down" },
             link.speed_mbps
         );
+        if !pc.gids.is_empty() {
+            let gids: Vec<String> = std::iter::once(std::net::IpAddr::from(pc.ip))
+                .chain(pc.gids.iter().copied())
+                .enumerate()
+                .map(|(i, g)| format!("{i} {}", std::net::Ipv6Addr::from(crate::wire::gid_of(g))))
+                .collect();
+            println!("port {name}: gids {}", gids.join(", "));
+        }
         match p.frame_limit() {
-            Ok(l) => println!(
-                "port {name}: mtu {} frames up to {} B path MTU up to {} ({})",
-                l.mtu,
-                l.max_frame,
-                crate::verbs::active_mtu(l.max_frame).bytes(),
-                l.source
-            ),
+            Ok(l) => println!("port {name}: {}", crate::tools::port::describe_limit(&l)),
             Err(e) => println!("port {name}: mtu ? ({e})"),
         }
     }

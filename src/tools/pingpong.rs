@@ -236,6 +236,7 @@ fn exchange<B: Backend>(
         min_rnr_timer: 12,
         max_rd_atomic: 1,
         access: Access::LOCAL_WRITE,
+        sgid_index: opts.gid_index,
         ..ConnectParams::default()
     };
     let connect = |ctx: &mut Context<B>, remote: &pingpong::Dest| -> Result<()> {

@@ -27,6 +27,10 @@ pub struct ConnectParams {
     /// DSCP and ECN bits of every packet; default
     /// [`DEFAULT_TRAFFIC_CLASS`](crate::transport::congestion::DEFAULT_TRAFFIC_CLASS).
     pub traffic_class: u8,
+    /// Which of our GIDs the packets leave from (the address vector's
+    /// `sgid_index`, the tools' `-g` / `-x`); of the same IP version as
+    /// the peer's GID.
+    pub sgid_index: u8,
 }
 
 impl Default for ConnectParams {
@@ -43,6 +47,7 @@ impl Default for ConnectParams {
                 | Access::REMOTE_READ
                 | Access::REMOTE_ATOMIC,
             traffic_class: crate::transport::congestion::DEFAULT_TRAFFIC_CLASS,
+            sgid_index: 0,
         }
     }
 }
@@ -78,7 +83,7 @@ pub fn connect_steps(
     rtr.ah_attr = Some(AddressVector {
         dgid: remote_ip,
         dmac: remote_mac,
-        sgid_index: 0,
+        sgid_index: p.sgid_index,
         hop_limit: 64,
         traffic_class: p.traffic_class,
         flow_label: 0,
