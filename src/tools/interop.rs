@@ -21,7 +21,8 @@ pub struct ToolAt {
     /// TCP port of the exchange.
     #[arg(short = 'p', long = "tcp-port", default_value_t = 18515)]
     pub tcp_port: u16,
-    /// Print the QPs' counters at the end.
+    /// Print at the end the QPs' counters, what the host lost before the
+    /// transport saw it, and the port's frame limit.
     #[arg(long)]
     pub stats: bool,
     /// Record every frame sent and received on the port (classic pcap,
@@ -186,7 +187,7 @@ mod dpdk_run {
     /// (exit 1) when a message arrived with wrong bytes.
     pub fn pingpong(cfg: &Config, a: &PingpongCmd) -> Result<bool> {
         use crate::tools::pingpong::{self, PingpongOpts, PingpongReport, Role};
-        use crate::tools::port::{on_port, OnContext};
+        use crate::tools::port::{describe_limit, on_port, OnContext};
         struct Work<'a> {
             opts: &'a PingpongOpts,
             role: Role,
@@ -216,13 +217,16 @@ mod dpdk_run {
             None => Role::Server,
         };
         let work = Work { opts: &opts, role };
-        let (r, frames) = on_port(cfg, &a.at.port, a.at.pcap.as_deref(), work)?;
-        if let (Some(n), Some(path)) = (frames, &a.at.pcap) {
+        let run = on_port(cfg, &a.at.port, a.at.pcap.as_deref(), work)?;
+        let r = run.out;
+        if let (Some(n), Some(path)) = (run.frames, &a.at.pcap) {
             println!("  pcap: {n} frames written to {}", path.display());
         }
         r.print(&opts, &mut std::io::stdout())?;
         if a.at.stats {
             println!("  counters: {}", r.counters);
+            println!("  host: {}", run.host);
+            println!("  port: {}", describe_limit(&run.limit));
         }
         if r.bad_payloads > 0 {
             println!("{} messages arrived with wrong bytes", r.bad_payloads);
@@ -235,7 +239,7 @@ mod dpdk_run {
     pub fn perftest(cfg: &Config, test: Test, a: &PerftestCmd) -> Result<bool> {
         use crate::tools::perftest::{self, Report};
         use crate::tools::pingpong::Role;
-        use crate::tools::port::{on_port, OnContext};
+        use crate::tools::port::{describe_limit, on_port, OnContext};
         struct Work<'a> {
             opts: perftest::Opts,
             role: Role,
@@ -261,12 +265,15 @@ mod dpdk_run {
             role,
             out: &mut out,
         };
-        let (r, frames) = on_port(cfg, &a.at.port, a.at.pcap.as_deref(), work)?;
-        if let (Some(n), Some(path)) = (frames, &a.at.pcap) {
+        let run = on_port(cfg, &a.at.port, a.at.pcap.as_deref(), work)?;
+        let r = run.out;
+        if let (Some(n), Some(path)) = (run.frames, &a.at.pcap) {
             println!(" pcap: {n} frames written to {}", path.display());
         }
         if a.at.stats {
             println!(" counters: {}", r.counters);
+            println!(" host: {}", run.host);
+            println!(" port: {}", describe_limit(&run.limit));
         }
         if r.bad_payloads > 0 {
             println!(" {} messages arrived with the wrong length", r.bad_payloads);

@@ -66,7 +66,8 @@ fn one_end(cfg: &Config, peer: Option<std::net::IpAddr>) -> Result<bool> {
         cfg: &cfg.tools,
         peer,
     };
-    let (mut ok, frames) = on_port(cfg, &pc.name, pcap.as_deref(), work)?;
+    let run = on_port(cfg, &pc.name, pcap.as_deref(), work)?;
+    let (mut ok, frames) = (run.out, run.frames);
     if let (Some(path), Some(n)) = (&pcap, frames) {
         ok &= check_pcap(path, n, &mut std::io::stdout())?;
     }

@@ -407,6 +407,8 @@ struct Setup {
     local: Vec<Keys>,
     remote: Vec<Keys>,
     server: bool,
+    /// Our GID index (`-x`): the QPs' source address.
+    gid_index: u8,
 }
 
 impl Setup {
@@ -428,14 +430,12 @@ impl Setup {
         let mr = ctx
             .reg_mr(&pd, len as usize, p.access())
             .context("registering the test buffer")?;
-        // Random bytes, as perftest fills its buffer (write-lat: zeroes).
+        // perftest fills its buffer with random bytes (write-lat: zeroes,
+        // its last byte is the poll flag); ours holds [`PATTERN`], which a
+        // capture can check: every payload we send continues it.
         if p.test != Test::WriteLat {
-            let mut x = random_psn(7) as u64 | 1;
-            for b in ctx.mr_mut(&mr)?.iter_mut() {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                *b = x as u8;
+            for (i, b) in ctx.mr_mut(&mr)?.iter_mut().enumerate() {
+                *b = pattern_byte(i);
             }
         }
         let depth = (p.tx_depth as usize) * p.qps as usize;
@@ -478,6 +478,7 @@ impl Setup {
             local,
             remote: Vec::new(),
             server,
+            gid_index,
         })
     }
 
@@ -523,6 +524,16 @@ fn out_reads<B: Backend>(ctx: &Context<B>, p: &Params) -> u16 {
         Verb::Read | Verb::Atomic => ctx.device().config().max_qp_rd_atom as u16,
         _ => 1,
     }
+}
+
+/// The period of the bytes in our test buffers: byte `i` is `i % 251`
+/// (a prime, so a payload's bytes show where in the buffer it began and
+/// that none was skipped or repeated).
+pub const PATTERN: usize = 251;
+
+/// Byte `i` of a test buffer.
+pub fn pattern_byte(i: usize) -> u8 {
+    (i % PATTERN) as u8
 }
 
 /// Runs one end of `opts.test` on `ctx`, printing as perftest does.
@@ -738,6 +749,7 @@ fn connect<B: Backend>(ctx: &mut Context<B>, s: &Setup, mtu: Mtu) -> Result<()> 
         min_rnr_timer: 12,
         max_rd_atomic: 1,
         access: s.p.access(),
+        sgid_index: s.gid_index,
         ..ConnectParams::default()
     };
     let max = ctx.device().config().max_qp_rd_atom;

@@ -24,14 +24,88 @@ pub trait OnContext {
     fn run<B: Backend>(self, ctx: &mut Context<B>) -> Result<Self::Out>;
 }
 
+/// What the receive path lost on this host before the transport saw a
+/// frame: a full packet-socket ring (net_af_packet), a full rx queue
+/// (`imissed`), no mbuf (`rx_nombuf`), bad frames (`ierrors`). A loss here
+/// is the host's, not the peer's or the transport's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HostDrops {
+    /// Frames the kernel dropped for a full receive ring; `None` where
+    /// the port has no such ring.
+    pub ring: Option<u64>,
+    /// Frames the device dropped for a full receive queue.
+    pub imissed: u64,
+    /// Receives that found no mbuf.
+    pub rx_nombuf: u64,
+    /// Frames received with errors.
+    pub ierrors: u64,
+}
+
+impl HostDrops {
+    /// Reads them from `port`.
+    pub fn read(port: &crate::dpdk::Port) -> Result<HostDrops> {
+        let s = port.stats()?;
+        Ok(HostDrops {
+            ring: port.ring_drops(),
+            imissed: s.imissed,
+            rx_nombuf: s.rx_nombuf,
+            ierrors: s.ierrors,
+        })
+    }
+
+    /// All of them.
+    pub fn total(&self) -> u64 {
+        self.ring.unwrap_or(0) + self.imissed + self.rx_nombuf + self.ierrors
+    }
+}
+
+impl std::fmt::Display for HostDrops {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(r) = self.ring {
+            write!(f, "ring_drops={r} ")?;
+        }
+        write!(
+            f,
+            "imissed={} rx_nombuf={} ierrors={}",
+            self.imissed, self.rx_nombuf, self.ierrors
+        )
+    }
+}
+
+/// What [`on_port`] returns: the work's result, the frames recorded and
+/// the host's receive losses over the run.
+pub struct PortRun<T> {
+    /// The work's result.
+    pub out: T,
+    /// Frames written to the pcap, if one was asked for.
+    pub frames: Option<u64>,
+    /// Frames the host lost before the transport saw them.
+    pub host: HostDrops,
+    /// How large the port's frames can be, and why.
+    pub limit: crate::dpdk::FrameLimit,
+}
+
+/// A port's frame limit in words, as `ferroce info` and the tools'
+/// `--stats` print it: "mtu 9000, frames up to 4286 B, path MTU up to
+/// 4096 (what sets them)".
+pub fn describe_limit(l: &crate::dpdk::FrameLimit) -> String {
+    format!(
+        "mtu {}, frames up to {} B, path MTU up to {} ({})",
+        l.mtu,
+        l.max_frame,
+        crate::verbs::active_mtu(l.max_frame).bytes(),
+        l.source
+    )
+}
+
 /// Runs `work` on a context over port `name` of `cfg`, recording to
-/// `pcap` if given. Returns its result and the frames recorded.
+/// `pcap` if given.
 pub fn on_port<W: OnContext>(
     cfg: &Config,
     name: &str,
     pcap: Option<&Path>,
     work: W,
-) -> Result<(W::Out, Option<u64>)> {
+) -> Result<PortRun<W::Out>> {
     let dp = Ports::open(cfg, &[name])?;
     let clock = TscClock::new(&dp.eal);
     let (pc, p) = dp.port(name)?;
@@ -46,9 +120,10 @@ pub fn on_port<W: OnContext>(
     }
     let mac = p.mac()?;
     let mut cc = ContextConfig::new(mac, pc.ip.into());
+    cc.gids.extend(pc.gids.iter().map(|g| g.to_canonical()));
     let limit = p.frame_limit()?;
     cc.max_frame = limit.max_frame;
-    cc.frame_source = limit.source;
+    cc.frame_source = limit.source.clone();
     cc.region_alloc = memory::hugepage_region;
     cc.resolve_timeout = crate::time::Duration::from_secs(10);
     cc.vlan = pc.vlan();
@@ -76,5 +151,11 @@ pub fn on_port<W: OnContext>(
     };
     // Leave the link up a moment for the peer's last frames.
     let _ = p.wait_link_down(std::time::Duration::from_millis(200));
-    Ok((out, frames))
+    let host = HostDrops::read(p)?;
+    Ok(PortRun {
+        out,
+        frames,
+        host,
+        limit,
+    })
 }
