@@ -24,6 +24,10 @@ use std::time::{Duration, Instant};
 pub const HOST_IP: &str = "198.18.0.1";
 pub const GUEST_IP: &str = "198.18.0.2";
 pub const FERROCE_IP: &str = "198.18.0.10";
+/// The IPv6 addresses of the IPv6 cells (2001:2::/48, RFC 5180's
+/// benchmarking range): the guest's eth0 and ferroce's GID 1.
+pub const GUEST_IP6: &str = "2001:2::2";
+pub const FERROCE_IP6: &str = "2001:2::10";
 /// ferroce's end of the veth, and its other end on the bridge.
 pub const VETH: &str = "fr0";
 const VETH_BR: &str = "fr0br";
@@ -74,6 +78,8 @@ pub struct Lab {
     /// One in `every` RoCE frame is dropped on the bridge in each direction.
     loss: Option<u32>,
     ce: bool,
+    /// The index of the guest's IPv6 GID (GUEST_IP6) in rxe0's table.
+    pub guest_gid6: Option<u8>,
 }
 
 impl Lab {
@@ -97,6 +103,7 @@ impl Lab {
             },
             loss: None,
             ce: false,
+            guest_gid6: None,
         };
         sh(Command::new("ip").args(["netns", "add", &ns]))?;
         // No IPv6 on the lab's links: only the tools' frames in captures.
@@ -128,7 +135,7 @@ impl Lab {
         q.arg("-kernel").arg(image.join("vmlinuz"));
         q.arg("-initrd").arg(image.join("initrd.gz"));
         q.arg("-append").arg(format!(
-            "console=ttyS0 panic=-1 quiet ferroce.name=rxe1 ferroce.ip={GUEST_IP}/24 ferroce.mtu={mtu}"
+            "console=ttyS0 panic=-1 quiet ferroce.name=rxe1 ferroce.ip={GUEST_IP}/24 ferroce.mtu={mtu} ferroce.ip6={GUEST_IP6}/64"
         ));
         q.arg("-netdev")
             .arg(format!("tap,id=n0,ifname={TAP},script=no,downscript=no"));
@@ -171,7 +178,24 @@ impl Lab {
                 .unwrap_or_default()
                 .trim()
         );
+        lab.guest_gid6 = lab.find_gid(GUEST_IP6);
         Ok(lab)
+    }
+
+    /// The index of `ip`'s RoCE v2 GID in the guest's rxe0 table (sysfs
+    /// writes GIDs as eight groups of four hex digits).
+    fn find_gid(&self, ip: &str) -> Option<u8> {
+        let want: std::net::Ipv6Addr = ip.parse().ok()?;
+        let out = self.guest.run(
+            "cd /sys/class/infiniband/rxe0/ports/1/gids && for i in *; do echo $i $(cat $i); done",
+            Duration::from_secs(10),
+        );
+        let found = out.log.lines().find_map(|l| {
+            let (i, g) = l.split_once(' ')?;
+            (g.trim().parse::<std::net::Ipv6Addr>().ok()? == want).then(|| i.parse().ok())?
+        });
+        eprintln!("interop: the guest's GID {ip} is index {found:?}");
+        found
     }
 
     /// A command run inside the lab's namespace.

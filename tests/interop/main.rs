@@ -13,6 +13,7 @@
 //! (frames.pcap, gzipped once it passed), checked with `ferroce decode`.
 //! target/interop/results.md is the table of the cells that ran.
 
+mod capture;
 #[path = "../common/mod.rs"]
 mod common;
 mod lab;
@@ -34,9 +35,11 @@ const TCP_PORT: u16 = 18515;
 fn main() -> ExitCode {
     let mut filters = Vec::new();
     let mut list = false;
+    let mut write_docs = false;
     for a in std::env::args().skip(1) {
         match a.as_str() {
             "--list" => list = true,
+            "--write-docs" => write_docs = true,
             // libtest's options that cargo passes on (--test-threads, -q).
             s if s.starts_with('-') => {}
             s => filters.push(s.to_string()),
@@ -52,6 +55,11 @@ fn main() -> ExitCode {
         }
         return ExitCode::SUCCESS;
     }
+    // The capture checks on captures whose truth is known, first.
+    if let Err(e) = capture::self_test(&root().join("tests/vectors")) {
+        println!("interop: FAILED: {e}");
+        return ExitCode::FAILURE;
+    }
     if std::env::var("FERROCE_INTEROP").as_deref() == Ok("skip") {
         println!("interop: skipped (FERROCE_INTEROP=skip)");
         return ExitCode::SUCCESS;
@@ -66,7 +74,12 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     }
-    match run(&cells) {
+    let docs = (write_docs && filters.is_empty()).then(|| root().join("docs/interop.md"));
+    if write_docs && docs.is_none() {
+        println!("interop: --write-docs needs the whole matrix (no filter)");
+        return ExitCode::FAILURE;
+    }
+    match run(&cells, docs.as_deref()) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
         Err(e) => {
@@ -87,10 +100,15 @@ struct Outcome {
     ran: Vec<Variant>,
     failure: Option<String>,
     secs: f64,
+    /// Frames the bridge dropped (towards rxe, from rxe).
     drops: (u64, u64),
+    /// Frames ferroce's host lost before its transport saw them.
+    host_drops: u64,
+    /// Runs made again, and why.
+    reruns: Vec<String>,
 }
 
-fn run(cells: &[Cell]) -> Result<bool, String> {
+fn run(cells: &[Cell], docs: Option<&Path>) -> Result<bool, String> {
     let t0 = Instant::now();
     let image = root().join("target/rxe-guest");
     sh(Command::new(root().join("scripts/rxe-guest.sh")).arg(&image))
@@ -112,6 +130,8 @@ fn run(cells: &[Cell]) -> Result<bool, String> {
             failure: None,
             secs: 0.0,
             drops: (0, 0),
+            host_drops: 0,
+            reruns: Vec::new(),
         };
         for v in cell.variants() {
             o.ran.push(v);
@@ -119,8 +139,9 @@ fn run(cells: &[Cell]) -> Result<bool, String> {
             let mut result = run_one(&mut lab, cell, v, &config, &dir);
             if let Some(why) = result.as_ref().err().and_then(|f| not_ours(cell, f, &dir)) {
                 // A failure that says nothing of either transport: run it
-                // again, once, and say so.
+                // again, once, and say so (here and in the table).
                 println!("  {} {v}: {why}; running it again", cell.id());
+                o.reruns.push(format!("{v}: {why}"));
                 lab.guest.run(
                     "pkill ib_; pkill ibv_rc_pingpong; true",
                     Duration::from_secs(10),
@@ -128,9 +149,10 @@ fn run(cells: &[Cell]) -> Result<bool, String> {
                 result = run_one(&mut lab, cell, v, &config, &dir);
             }
             match result {
-                Ok(d) => {
-                    o.drops.0 += d.0;
-                    o.drops.1 += d.1;
+                Ok(r) => {
+                    o.drops.0 += r.drops.0;
+                    o.drops.1 += r.drops.1;
+                    o.host_drops += r.host_drops;
                 }
                 Err(f) => {
                     o.failure = Some(format!(
@@ -169,6 +191,14 @@ fn run(cells: &[Cell]) -> Result<bool, String> {
                 format!(", dropped {} / {}", o.drops.0, o.drops.1)
             } else {
                 String::new()
+            } + &if o.host_drops > 0 {
+                format!(", {} lost on ferroce's host", o.host_drops)
+            } else {
+                String::new()
+            } + &if o.reruns.is_empty() {
+                String::new()
+            } else {
+                format!(", {} rerun", o.reruns.len())
             }
         );
         outcomes.push(o);
@@ -177,6 +207,10 @@ fn run(cells: &[Cell]) -> Result<bool, String> {
     let failed: Vec<&Outcome> = outcomes.iter().filter(|o| o.failure.is_some()).collect();
     let table = results_table(&outcomes);
     fs::write(out.join("results.md"), &table).map_err(|e| e.to_string())?;
+    if let (Some(docs), true) = (docs, failed.is_empty()) {
+        write_docs(docs, &table)?;
+        println!("interop: the table in {} is this run's", docs.display());
+    }
     if !failed.is_empty() {
         println!("\nfailures:");
         for o in &failed {
@@ -201,9 +235,10 @@ fn ferroce_config() -> String {
          [eal]\nhugepages = \"off\"\nmemory_mb = 256\n\n\
          [[port]]\nname = \"p\"\n\
          device = \"net_af_packet0,iface={},framesz=4352,blocksz=69632,framecnt=512,qdisc_bypass=1\"\n\
-         ip = \"{}\"\n",
+         ip = \"{}\"\ngids = [\"{}\"]\n",
         lab::VETH,
-        lab::FERROCE_IP
+        lab::FERROCE_IP,
+        lab::FERROCE_IP6
     )
 }
 
@@ -302,18 +337,21 @@ fn counter_delta(before: &str, after: &str) -> Vec<(String, i64)> {
         .collect()
 }
 
-/// Why a failed run says nothing of either transport, if it does not:
+/// Why a failed run says nothing of either transport, if the evidence
+/// shows it; `None` (no rerun) otherwise:
 /// - the peer's perftest tool gave up on its report because it could not
-///   calibrate its cycle counter under emulation (`get_cpu_mhz()`:
-///   "Correlation coefficient r^2 ... < 0.9", then "Can't produce a
-///   report"), after a transfer that went well;
-/// - without loss, rxe counted duplicates that our ACK timer's resend
-///   made (ferroce counted `local_ack_timeout_err`): the guest, emulated,
-///   stalled for longer than the tools' 67 ms ACK timeout.
-fn not_ours(cell: &Cell, f: &Failure, dir: &Path) -> Option<&'static str> {
+///   calibrate its cycle counter under emulation (`get_cpu_mhz()`, then
+///   "Can't produce a report"), after ferroce's end had passed all its
+///   own checks (the failing step is the peer's exit);
+/// - without loss, rxe counted only duplicates, ferroce counted ACK
+///   timeouts, and the capture shows every resend of ferroce's came a full
+///   ACK timeout after the first sending with nothing from rxe
+///   acknowledging it in between: the emulated guest stalled. A resend
+///   sooner, or after an acknowledgement, is ferroce's bug and fails.
+fn not_ours(cell: &Cell, f: &Failure, dir: &Path) -> Option<String> {
     let read = |name: &str| fs::read_to_string(dir.join(name)).unwrap_or_default();
-    if read("peer.out").contains("Can't produce a report") {
-        return Some("perftest on rxe could not calibrate its clock");
+    if f.step == "peer" && read("peer.out").contains("Can't produce a report") {
+        return Some("perftest on rxe could not calibrate its clock".into());
     }
     if cell.loss.is_none()
         && f.step == "rxe counters"
@@ -321,9 +359,58 @@ fn not_ours(cell: &Cell, f: &Failure, dir: &Path) -> Option<&'static str> {
         && f.detail.matches('+').count() == 1
         && read("ferroce.out").contains("local_ack_timeout_err=")
     {
-        return Some("the guest stalled past the 67 ms ACK timeout (no loss, a resend)");
+        let ip = ferroce_ip(cell);
+        return match capture::resends_waited(&dir.join("frames.pcap"), ip, ACK_TIMEOUT_NS) {
+            Ok(n) if n > 0 => Some(format!(
+                "the guest stalled: ferroce resent {n} requests, each a full ACK timeout after the first with rxe silent"
+            )),
+            Ok(_) => None,
+            Err(e) => {
+                println!("  {}: no rerun: {e}", cell.id());
+                None
+            }
+        };
     }
     None
+}
+
+/// ferroce's address in the cell's captures.
+fn ferroce_ip(cell: &Cell) -> std::net::IpAddr {
+    let ip = if cell.ipv6 {
+        lab::FERROCE_IP6
+    } else {
+        lab::FERROCE_IP
+    };
+    ip.parse().expect("an address")
+}
+
+/// The tools' local ACK timeout: 4.096 us x 2^14 (IBTA §9.7.6.1.3).
+const ACK_TIMEOUT_NS: u64 = 4096 << 14;
+
+/// What a passing run counted.
+struct RunFacts {
+    /// Frames the bridge dropped (towards rxe, from rxe).
+    drops: (u64, u64),
+    /// Frames ferroce's host lost before its transport saw them.
+    host_drops: u64,
+}
+
+/// The frames ferroce's `--stats` line `host:` says its host lost.
+fn host_drops(ours: &str) -> u64 {
+    ours.lines()
+        .filter(|l| l.trim_start().starts_with("host:"))
+        .flat_map(|l| l.split_whitespace())
+        .filter_map(|w| w.split_once('=')?.1.parse::<u64>().ok())
+        .sum()
+}
+
+/// perftest's banner line ` Mtu             : 4096[B]`: the path MTU the
+/// tool connected with.
+fn printed_mtu(out: &str) -> Option<u32> {
+    out.lines()
+        .find(|l| l.trim_start().starts_with("Mtu "))
+        .and_then(|l| l.split(':').nth(1))
+        .and_then(|v| v.trim().trim_end_matches("[B]").parse().ok())
 }
 
 /// One run: both tools, the capture, and every check. Returns the frames
@@ -334,7 +421,7 @@ fn run_one(
     v: Variant,
     config: &Path,
     dir: &Path,
-) -> Result<(u64, u64), Failure> {
+) -> Result<RunFacts, Failure> {
     fs::create_dir_all(dir).map_err(|e| fail("setup", e.to_string()))?;
     let config = config.to_string_lossy().into_owned();
     lab.set_loss(cell.loss).map_err(|e| fail("loss rule", e))?;
@@ -343,6 +430,16 @@ fn run_one(
     let pcap = dir.join("frames.pcap");
     let capture = lab.capture(&pcap).map_err(|e| fail("capture", e))?;
     let limit = Duration::from_millis(cell.limit_ms(v) + 10_000);
+    let gid = match (cell.ipv6, lab.guest_gid6) {
+        (false, _) => 1,
+        (true, Some(g)) => g,
+        (true, None) => {
+            return Err(fail(
+                "setup",
+                format!("the guest has no GID {}", lab::GUEST_IP6),
+            ))
+        }
+    };
     let ferroce_out = dir.join("ferroce.out");
     let (ferroce, job) = match cell.role {
         Role::FerroceServer => {
@@ -350,11 +447,11 @@ fn run_one(
             let f = wait_listening(f, Duration::from_secs(20), &ferroce_out)?;
             let job = lab
                 .guest
-                .spawn(&peer_job(&cell.peer_command(v, Some(lab::HOST_IP))));
+                .spawn(&peer_job(&cell.peer_command(v, Some(lab::HOST_IP), gid)));
             (f, job)
         }
         Role::FerroceClient => {
-            let job = lab.guest.spawn(&peer_job(&cell.peer_command(v, None)));
+            let job = lab.guest.spawn(&peer_job(&cell.peer_command(v, None, gid)));
             // Our client tries again until the guest's server listens.
             let args = cell.ferroce_args(v, &config, Some(lab::GUEST_IP));
             (spawn_ferroce(lab, &args, limit), job)
@@ -420,6 +517,26 @@ fn run_one(
             ),
         ));
     }
+    // Both tools say the path MTU they connected with (ibv_rc_pingpong
+    // prints none: its packets in the capture show it).
+    if cell.tool != Tool::Pingpong {
+        for (who, out) in [
+            ("ferroce", ours.as_str()),
+            (cell.tool.peer(), peer.log.as_str()),
+        ] {
+            let got = printed_mtu(out);
+            if got != Some(u32::from(cell.mtu)) {
+                return Err(fail(
+                    "mtu",
+                    format!(
+                        "{who} printed path MTU {got:?}; the cell is MTU {}",
+                        cell.mtu
+                    ),
+                ));
+            }
+        }
+    }
+    let host_drops = host_drops(&ours);
     let delta = counter_delta(&job.file("before"), &job.file("after"));
     let shown: Vec<String> = delta
         .iter()
@@ -429,19 +546,24 @@ fn run_one(
     fs::write(
         dir.join("rxe-counters.txt"),
         format!(
-            "# rxe0 hw_counters moved by this run; bridge drops to rxe {} from rxe {}\n{}\n",
+            "# rxe0 hw_counters moved by this run; bridge drops to rxe {} from rxe {}; lost on ferroce's host {}\n{}\n",
             drops.0,
             drops.1,
+            host_drops,
             shown.join("\n")
         ),
     )
     .map_err(|e| fail("setup", e.to_string()))?;
-    matrix::check_rxe_counters(cell, &delta).map_err(|e| fail("rxe counters", e))?;
-    let cnps = check_pcap(&pcap)?;
+    matrix::check_rxe_counters(cell, &delta, host_drops > 0)
+        .map_err(|e| fail("rxe counters", e))?;
+    check_pcap(&pcap)?;
+    let ip = ferroce_ip(cell);
+    let facts = capture::check(cell, v, &pcap, ip).map_err(|e| fail("capture", e))?;
+    let _ = Command::new("gzip").arg("-1f").arg(&pcap).status();
     if cell.ce {
-        check_cnps(&ours, cnps)?;
+        check_cnps(&ours, facts.cnps)?;
     }
-    Ok(drops)
+    Ok(RunFacts { drops, host_drops })
 }
 
 /// With rxe's frames marked CE, ferroce must have counted them and sent
@@ -469,9 +591,8 @@ fn check_cnps(ours: &str, in_capture: u64) -> Result<(), Failure> {
 }
 
 /// `ferroce decode` must find RoCE frames, every one well formed with a
-/// right ICRC; returns how many are CNPs. A good capture is gzipped
-/// (Wireshark reads it so).
-fn check_pcap(pcap: &Path) -> Result<u64, Failure> {
+/// right ICRC.
+fn check_pcap(pcap: &Path) -> Result<(), Failure> {
     let out = Command::new(common::ferroce())
         .arg("decode")
         .arg(pcap)
@@ -497,16 +618,38 @@ fn check_pcap(pcap: &Path) -> Result<u64, Failure> {
             ),
         ));
     }
-    let _ = Command::new("gzip").arg("-1f").arg(pcap).status();
-    Ok(text.lines().filter(|l| l.contains(" CNP ")).count() as u64)
+    Ok(())
 }
 
-/// The table of docs/interop.md: one row per tool and role, one column
-/// per path MTU and loss.
+/// The tables of docs/interop.md: one row per tool and role, one column
+/// per path MTU and loss; then the spot cells; then every rerun.
 fn results_table(outcomes: &[Outcome]) -> String {
+    let verdict = |o: &Outcome| {
+        let sizes: Vec<String> = o.ran.iter().map(|v| v.to_string()).collect();
+        let mut notes = vec![sizes.join(", ")];
+        if o.host_drops > 0 {
+            notes.push(format!("{} lost on ferroce's host", o.host_drops));
+        }
+        if !o.reruns.is_empty() {
+            notes.push(format!("{} rerun", o.reruns.len()));
+        }
+        format!(
+            " {} ({}) |",
+            if o.failure.is_none() {
+                "pass"
+            } else {
+                "**fail**"
+            },
+            notes.join("; ")
+        )
+    };
+    let role_name = |r: Role| match r {
+        Role::FerroceServer => "ferroce server",
+        Role::FerroceClient => "ferroce client",
+    };
     let mut s = String::from(
-        "| peer | tool | role | MTU 1024 | MTU 4096 | MTU 1024, loss | MTU 4096, loss | MTU 1024, CE marked |\n\
-         | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+        "| peer | tool | role | MTU 1024 | MTU 2048 | MTU 4096 | MTU 1024, loss | MTU 4096, loss | MTU 1024, CE marked |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
     );
     for tool in Tool::ALL {
         for role in [Role::FerroceServer, Role::FerroceClient] {
@@ -514,20 +657,19 @@ fn results_table(outcomes: &[Outcome]) -> String {
                 "| rxe ({}) | {} | {} |",
                 tool.peer(),
                 tool.name(),
-                match role {
-                    Role::FerroceServer => "ferroce server",
-                    Role::FerroceClient => "ferroce client",
-                }
+                role_name(role)
             );
             for (mtu, loss, ce) in [
                 (1024, false, false),
+                (2048, false, false),
                 (4096, false, false),
                 (1024, true, false),
                 (4096, true, false),
                 (1024, false, true),
             ] {
                 let cell = outcomes.iter().find(|o| {
-                    o.cell.tool == tool
+                    !o.cell.ipv6
+                        && o.cell.tool == tool
                         && o.cell.role == role
                         && o.cell.mtu == mtu
                         && o.cell.loss.is_some() == loss
@@ -536,23 +678,79 @@ fn results_table(outcomes: &[Outcome]) -> String {
                 row.push_str(&match cell {
                     None if ce && !matrix::CE_TOOLS.contains(&tool) => " — |".into(),
                     None => " not run |".into(),
-                    Some(o) => {
-                        let sizes: Vec<String> = o.ran.iter().map(|v| v.to_string()).collect();
-                        format!(
-                            " {} ({}) |",
-                            if o.failure.is_none() {
-                                "pass"
-                            } else {
-                                "**fail**"
-                            },
-                            sizes.join(", ")
-                        )
-                    }
+                    Some(o) => verdict(o),
                 });
             }
             s.push_str(&row);
             s.push('\n');
         }
     }
+    let spots: Vec<&Outcome> = outcomes.iter().filter(|o| o.cell.is_spot()).collect();
+    if !spots.is_empty() {
+        s.push_str(
+            "\n| peer | tool | role | path MTU | result |\n| --- | --- | --- | --- | --- |\n",
+        );
+        for o in spots {
+            s.push_str(&format!(
+                "| rxe ({}) | {} | {} | {} |{}\n",
+                o.cell.tool.peer(),
+                o.cell.tool.name(),
+                role_name(o.cell.role),
+                o.cell.mtu,
+                verdict(o)
+            ));
+        }
+    }
+    let v6: Vec<&Outcome> = outcomes.iter().filter(|o| o.cell.ipv6).collect();
+    if !v6.is_empty() {
+        s.push_str(
+            "\n| peer | tool | role | GIDs | path MTU | result |\n| --- | --- | --- | --- | --- | --- |\n",
+        );
+        for o in v6 {
+            s.push_str(&format!(
+                "| rxe ({}) | {} | {} | {} ↔ {} | {} |{}\n",
+                o.cell.tool.peer(),
+                o.cell.tool.name(),
+                role_name(o.cell.role),
+                lab::FERROCE_IP6,
+                lab::GUEST_IP6,
+                o.cell.mtu,
+                verdict(o)
+            ));
+        }
+    }
+    let reruns: Vec<String> = outcomes
+        .iter()
+        .flat_map(|o| {
+            o.reruns
+                .iter()
+                .map(move |r| format!("- {} {r}", o.cell.id()))
+        })
+        .collect();
+    s.push_str(&format!(
+        "\n{} cells, {} passed; {} runs made again:\n",
+        outcomes.len(),
+        outcomes.iter().filter(|o| o.failure.is_none()).count(),
+        reruns.len()
+    ));
+    for r in reruns {
+        s.push_str(&r);
+        s.push('\n');
+    }
     s
+}
+
+/// The markers around the generated tables in docs/interop.md.
+const TABLE_BEGIN: &str =
+    "<!-- interop results: generated by `cargo test --release --test interop -- --write-docs` -->";
+const TABLE_END: &str = "<!-- end of interop results -->";
+
+/// Puts `table` between the markers of `docs`.
+fn write_docs(docs: &Path, table: &str) -> Result<(), String> {
+    let text = fs::read_to_string(docs).map_err(|e| format!("{}: {e}", docs.display()))?;
+    let (Some(a), Some(b)) = (text.find(TABLE_BEGIN), text.find(TABLE_END)) else {
+        return Err(format!("{} has no interop results markers", docs.display()));
+    };
+    let new = format!("{}{TABLE_BEGIN}\n\n{table}\n{}", &text[..a], &text[b..]);
+    fs::write(docs, new).map_err(|e| format!("{}: {e}", docs.display()))
 }

@@ -101,6 +101,16 @@ pub const LOSS_EVERY: u32 = 200;
 /// so ferroce sends CNPs to rxe in both roles.
 pub const CE_TOOLS: [Tool; 4] = [Tool::Pingpong, Tool::WriteBw, Tool::ReadBw, Tool::SendBw];
 
+/// The spot cells: a tool at a small path MTU, both roles.
+pub const SPOT: [(Tool, u16); 3] = [
+    (Tool::Pingpong, 256),
+    (Tool::WriteBw, 256),
+    (Tool::ReadBw, 512),
+];
+
+/// The tools of the IPv6 cells (path MTU 4096, both roles).
+pub const IPV6_TOOLS: [Tool; 3] = [Tool::Pingpong, Tool::WriteBw, Tool::ReadLat];
+
 /// A cell of the interop table (docs/interop.md): a tool in a role at a
 /// path MTU, with or without loss. It runs one or more sizes.
 #[derive(Clone, Copy, Debug)]
@@ -112,6 +122,9 @@ pub struct Cell {
     /// The bridge sets CE on every RoCE frame from rxe, so ferroce's
     /// notification point sends CNPs to rxe.
     pub ce: bool,
+    /// Both ends use their IPv6 GIDs (the guest's 2001:2::2, ferroce's GID
+    /// 1, 2001:2::10) instead of the IPv4-mapped ones.
+    pub ipv6: bool,
 }
 
 /// What varies between the runs of a cell.
@@ -137,11 +150,16 @@ impl fmt::Display for Variant {
 pub const MIB: usize = 1 << 20;
 
 impl Cell {
-    /// Every cell, in the order they run.
+    /// Every cell, in the order they run: every tool in both roles at path
+    /// MTU 1024, 2048 and 4096 without loss and at 1024 and 4096 with it,
+    /// the CE-marking cells, and spot cells at path MTU 256 and 512.
     pub fn all() -> Vec<Cell> {
         let mut v = Vec::new();
-        for loss in [None, Some(LOSS_EVERY)] {
-            for mtu in [1024, 4096] {
+        for (loss, mtus) in [
+            (None, &[1024, 2048, 4096][..]),
+            (Some(LOSS_EVERY), &[1024, 4096][..]),
+        ] {
+            for &mtu in mtus {
                 for tool in Tool::ALL {
                     for role in [Role::FerroceServer, Role::FerroceClient] {
                         v.push(Cell {
@@ -150,6 +168,7 @@ impl Cell {
                             mtu,
                             loss,
                             ce: false,
+                            ipv6: false,
                         });
                     }
                 }
@@ -163,10 +182,40 @@ impl Cell {
                     mtu: 1024,
                     loss: None,
                     ce: true,
+                    ipv6: false,
+                });
+            }
+        }
+        for (tool, mtu) in SPOT {
+            for role in [Role::FerroceServer, Role::FerroceClient] {
+                v.push(Cell {
+                    tool,
+                    role,
+                    mtu,
+                    loss: None,
+                    ce: false,
+                    ipv6: false,
+                });
+            }
+        }
+        for tool in IPV6_TOOLS {
+            for role in [Role::FerroceServer, Role::FerroceClient] {
+                v.push(Cell {
+                    tool,
+                    role,
+                    mtu: 4096,
+                    loss: None,
+                    ce: false,
+                    ipv6: true,
                 });
             }
         }
         v
+    }
+
+    /// A cell at a path MTU the main columns leave out.
+    pub fn is_spot(&self) -> bool {
+        !matches!(self.mtu, 1024 | 2048 | 4096)
     }
 
     pub fn loss_name(&self) -> String {
@@ -186,7 +235,7 @@ impl Cell {
             self.mtu,
             self.loss_name(),
             if self.ce { " ecn ce" } else { "" }
-        )
+        ) + if self.ipv6 { " ipv6" } else { "" }
     }
 
     /// A file-name-safe form of the id.
@@ -201,6 +250,7 @@ impl Cell {
                 Some(n) => format!("loss{n}"),
             }
         ) + if self.ce { ".ce" } else { "" }
+            + if self.ipv6 { ".ipv6" } else { "" }
     }
 
     /// The runs of this cell. Every size list has a message that is not a
@@ -218,6 +268,7 @@ impl Cell {
             return vec![Variant::Size(64), Variant::Size(MIB)];
         }
         let sizes: &[usize] = match (self.mtu, self.loss) {
+            _ if self.is_spot() || self.ipv6 => &[4099, 65536],
             (1024, None) => &[1, 64, 4096, 4099, MIB],
             (_, None) => &[4096, 4099, MIB],
             (1024, Some(_)) => &[64, 4099, MIB],
@@ -231,6 +282,7 @@ impl Cell {
     pub fn iters(&self, v: Variant) -> u32 {
         let big = matches!(v, Variant::Size(s) if s >= MIB);
         match (big, self.loss) {
+            _ if self.is_spot() || self.ipv6 => 20,
             (true, _) => 5,
             (false, None) => 100,
             (false, Some(n)) => (2 * n).max(100),
@@ -248,14 +300,15 @@ impl Cell {
         a
     }
 
-    /// The guest's command line; `server` is set for its client.
-    pub fn peer_command(&self, v: Variant, server: Option<&str>) -> String {
+    /// The guest's command line; `server` is set for its client; `gid`:
+    /// the index of rxe0's GID to use (1 is ::ffff:198.18.0.2).
+    pub fn peer_command(&self, v: Variant, server: Option<&str>, gid: u8) -> String {
         let mut a = vec![
             self.tool.peer().to_string(),
             "-d".into(),
             "rxe0".into(),
             self.tool.gid_option().into(),
-            "1".into(),
+            gid.to_string(),
         ];
         a.extend(self.common_args(v));
         if let Some(s) = server {
@@ -276,6 +329,10 @@ impl Cell {
             "--timeout-ms".into(),
             self.limit_ms(v).to_string(),
         ];
+        if self.ipv6 {
+            // GID 1 of the suite's config: ferroce's IPv6 address.
+            a.extend([self.tool.gid_option().into(), "1".into()]);
+        }
         a.extend(self.common_args(v));
         if let Some(s) = server {
             a.push(s.into());
@@ -310,8 +367,13 @@ impl Cell {
 }
 
 /// rxe's per-port hw_counters (drivers/infiniband/sw/rxe/rxe_hw_counters.c)
-/// that a run may move, and when.
-pub fn check_rxe_counters(cell: &Cell, delta: &[(String, i64)]) -> Result<(), String> {
+/// that a run may move, and when; `host_lost`: ferroce's host dropped
+/// frames before its transport saw them.
+pub fn check_rxe_counters(
+    cell: &Cell,
+    delta: &[(String, i64)],
+    host_lost: bool,
+) -> Result<(), String> {
     let get = |n: &str| {
         delta
             .iter()
@@ -343,8 +405,11 @@ pub fn check_rxe_counters(cell: &Cell, delta: &[(String, i64)]) -> Result<(), St
             "completer_retry_err" => true,
             // What a lost frame leads to: rxe's responder sees a PSN gap
             // (out_of_seq_request) or a resent packet (duplicate_request);
-            // its requester gets a NAK (rcvd_seq_err).
-            "out_of_seq_request" | "duplicate_request" | "rcvd_seq_err" => cell.loss.is_some(),
+            // its requester gets a NAK (rcvd_seq_err). Frames lost on
+            // ferroce's host (`host_lost`) are losses too.
+            "out_of_seq_request" | "duplicate_request" | "rcvd_seq_err" => {
+                cell.loss.is_some() || host_lost
+            }
             // Never: retries exhausted, send errors, receiver not ready.
             _ => false,
         };

@@ -1,0 +1,366 @@
+//! What a run's capture must show, read with the crate's own pcap reader
+//! and frame parser (every frame was already judged by `ferroce decode`):
+//! traffic both ways, the operations the tool implies, packets of the
+//! path MTU, the pad of a message that is not a multiple of 4, and in the
+//! payloads ferroce sent, its buffers' bytes; and, for the rerun rule,
+//! whether ferroce's resends waited for the ACK timeout with rxe silent.
+
+use crate::matrix::{Cell, Role, Tool, Variant};
+use ferroce::wire::opcode::{Class, Position};
+use ferroce::wire::{Frame, Psn};
+use std::net::IpAddr;
+use std::path::Path;
+
+/// One RoCE frame of a capture.
+struct Pkt {
+    ts_ns: u64,
+    from_ferroce: bool,
+    class: Class,
+    position: Position,
+    psn: Psn,
+    dest_qp: u32,
+    payload: Vec<u8>,
+    pad: u8,
+}
+
+fn read(pcap: &Path, ferroce_ip: IpAddr) -> Result<Vec<Pkt>, String> {
+    let mut r = ferroce::pcap::open(pcap).map_err(|e| format!("{}: {e}", pcap.display()))?;
+    let mut v = Vec::new();
+    while let Some(rec) = r.next_record().map_err(|e| e.to_string())? {
+        let Ok(f) = Frame::parse(rec.data) else {
+            continue;
+        };
+        let bth = f.bth();
+        v.push(Pkt {
+            ts_ns: rec.ts_ns,
+            from_ferroce: f.ip().src().to_canonical() == ferroce_ip,
+            class: f.info.class,
+            position: f.info.position,
+            psn: bth.psn,
+            dest_qp: bth.dest_qp,
+            payload: f.payload.to_vec(),
+            pad: f.pad,
+        });
+    }
+    Ok(v)
+}
+
+/// The operation classes each end must send: (the requester's, the
+/// responder's), where the requester is the tool's client.
+fn classes(tool: Tool) -> (&'static [Class], &'static [Class]) {
+    match tool {
+        Tool::Pingpong | Tool::SendLat => (&[Class::Send], &[Class::Send]),
+        Tool::WriteLat => (&[Class::Write], &[Class::Write]),
+        Tool::WriteBw => (&[Class::Write], &[Class::Ack]),
+        Tool::SendBw => (&[Class::Send], &[Class::Ack]),
+        Tool::ReadBw | Tool::ReadLat => (&[Class::ReadRequest], &[Class::ReadResponse]),
+        Tool::AtomicBw => (&[Class::Atomic], &[Class::AtomicAck]),
+    }
+}
+
+fn carries_data(c: Class) -> bool {
+    matches!(c, Class::Send | Class::Write | Class::ReadResponse)
+}
+
+/// What the capture showed.
+pub struct Facts {
+    /// CNPs in it.
+    pub cnps: u64,
+}
+
+/// Checks the capture of one run of `cell` with `v`.
+pub fn check(cell: &Cell, v: Variant, pcap: &Path, ferroce_ip: IpAddr) -> Result<Facts, String> {
+    let pkts = read(pcap, ferroce_ip)?;
+    let ours = pkts.iter().filter(|p| p.from_ferroce).count();
+    if ours == 0 || ours == pkts.len() {
+        return Err(format!(
+            "{} RoCE frames, {ours} from ferroce: both ends must send",
+            pkts.len()
+        ));
+    }
+    let (req, resp) = classes(cell.tool);
+    let ferroce_is_client = cell.role == Role::FerroceClient;
+    for (from_ferroce, want) in [(ferroce_is_client, req), (!ferroce_is_client, resp)] {
+        for c in want {
+            if !pkts
+                .iter()
+                .any(|p| p.from_ferroce == from_ferroce && p.class == *c)
+            {
+                return Err(format!(
+                    "no {c:?} packet from {}",
+                    if from_ferroce { "ferroce" } else { "rxe" }
+                ));
+            }
+        }
+    }
+    let mut largest = (0, 0);
+    for p in pkts.iter().filter(|p| carries_data(p.class)) {
+        let l = if p.from_ferroce {
+            &mut largest.0
+        } else {
+            &mut largest.1
+        };
+        *l = (*l).max(p.payload.len());
+    }
+    if let Variant::Size(size) = v {
+        check_sizes(cell, size, &pkts, largest)?;
+        check_bytes(cell, &pkts)?;
+    }
+    Ok(Facts {
+        cnps: pkts.iter().filter(|p| p.class == Class::Cnp).count() as u64,
+    })
+}
+
+/// Packets of a message longer than the path MTU carry the MTU but the
+/// last; a shorter message goes in one packet of its size; the pad makes
+/// the last payload a multiple of 4 (IBTA §9.2.5, §9.7.2 C9-24..C9-26).
+fn check_sizes(
+    cell: &Cell,
+    size: usize,
+    pkts: &[Pkt],
+    largest: (usize, usize),
+) -> Result<(), String> {
+    let mtu = cell.mtu as usize;
+    let want_largest = size.min(mtu);
+    for (who, got) in [("ferroce", largest.0), ("rxe", largest.1)] {
+        if got != 0 && got != want_largest {
+            return Err(format!(
+                "the largest payload from {who} is {got} B; {size} B messages at path MTU {mtu} make {want_largest} B packets"
+            ));
+        }
+    }
+    if largest.0.max(largest.1) != want_largest {
+        return Err(format!(
+            "no payload of {want_largest} B (largest {largest:?}) for {size} B messages at path MTU {mtu}"
+        ));
+    }
+    let tail = match size % mtu {
+        0 => mtu,
+        t => t,
+    };
+    for p in pkts.iter().filter(|p| carries_data(p.class)) {
+        let len = p.payload.len();
+        let ok = match p.position {
+            Position::First | Position::Middle => len == mtu && p.pad == 0,
+            Position::Last | Position::Only => {
+                p.pad as usize == (4 - len % 4) % 4 && (len == tail || len == size.min(mtu))
+            }
+        };
+        if !ok {
+            return Err(format!(
+                "a {:?} {:?} packet (PSN {}) carries {len} B with pad {}; {size} B messages at path MTU {mtu} make \
+                 {mtu} B packets and a last one of {tail} B",
+                p.class, p.position, p.psn, p.pad
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The bytes of the payloads: ibv_rc_pingpong and ferroce pingpong send
+/// 0x7b only; ferroce's perftest buffers hold byte `i % 251` at offset
+/// `i`, so each of its packets continues that count, and the packets of
+/// one message continue each other (`mtu` bytes per PSN). rxe's perftest
+/// sends random bytes; write-lat's buffers are zeroes and poll flags.
+fn check_bytes(cell: &Cell, pkts: &[Pkt]) -> Result<(), String> {
+    const PERIOD: usize = 251;
+    let mtu = cell.mtu as usize;
+    if cell.tool == Tool::Pingpong {
+        if let Some(p) = pkts
+            .iter()
+            .filter(|p| p.class == Class::Send)
+            .find(|p| p.payload.iter().any(|&b| b != 0x7b))
+        {
+            return Err(format!(
+                "a SEND from {} (PSN {}) carries bytes other than 0x7b",
+                if p.from_ferroce { "ferroce" } else { "rxe" },
+                p.psn
+            ));
+        }
+        return Ok(());
+    }
+    if matches!(cell.tool, Tool::WriteLat | Tool::AtomicBw) {
+        return Ok(());
+    }
+    // Per QP: the PSN and first byte of the message being sent.
+    let mut start: Vec<(u32, Psn, u8)> = Vec::new();
+    for p in pkts
+        .iter()
+        .filter(|p| p.from_ferroce && carries_data(p.class) && !p.payload.is_empty())
+    {
+        let b = &p.payload;
+        if let Some(k) = (1..b.len()).find(|&k| b[k] as usize != (b[k - 1] as usize + 1) % PERIOD) {
+            return Err(format!(
+                "ferroce's {:?} packet PSN {}: byte {k} is {:#04x} after {:#04x}; its buffer counts modulo {PERIOD}",
+                p.class,
+                p.psn,
+                b[k],
+                b[k - 1]
+            ));
+        }
+        let slot = start.iter().position(|s| s.0 == p.dest_qp);
+        if matches!(p.position, Position::First | Position::Only) {
+            match slot {
+                Some(i) => start[i] = (p.dest_qp, p.psn, b[0]),
+                None => start.push((p.dest_qp, p.psn, b[0])),
+            }
+            continue;
+        }
+        let Some(i) = slot else { continue };
+        let (_, psn0, b0) = start[i];
+        let k = p.psn.diff(psn0).max(0) as usize;
+        let want = ((b0 as usize + k * mtu) % PERIOD) as u8;
+        if b[0] != want {
+            return Err(format!(
+                "ferroce's {:?} packet PSN {} starts with {:#04x}; {k} packets into the message that began with \
+                 {b0:#04x} at PSN {psn0} it must be {want:#04x}",
+                p.class, p.psn, b[0]
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Whether every request ferroce sent again went out at least `timeout`
+/// after its first sending with nothing from rxe acknowledging it in
+/// between: what a stalled guest looks like. A resend sooner, or after
+/// an acknowledgement covering it, is ferroce's fault. `Err` says which.
+pub fn resends_waited(pcap: &Path, ferroce_ip: IpAddr, timeout_ns: u64) -> Result<usize, String> {
+    let pkts = read(pcap, ferroce_ip)?;
+    let mut first: std::collections::HashMap<(u32, u32), u64> = Default::default();
+    let mut resends = 0;
+    for (i, p) in pkts.iter().enumerate() {
+        if !p.from_ferroce
+            || !matches!(
+                p.class,
+                Class::Send | Class::Write | Class::ReadRequest | Class::Atomic
+            )
+        {
+            continue;
+        }
+        let key = (p.dest_qp, p.psn.value());
+        let Some(&t0) = first.get(&key) else {
+            first.insert(key, p.ts_ns);
+            continue;
+        };
+        resends += 1;
+        if p.ts_ns.saturating_sub(t0) < timeout_ns * 9 / 10 {
+            return Err(format!(
+                "ferroce sent PSN {} again {:.1} ms after the first time, before its {:.1} ms ACK timeout",
+                p.psn,
+                (p.ts_ns - t0) as f64 / 1e6,
+                timeout_ns as f64 / 1e6
+            ));
+        }
+        let acked = pkts[..i].iter().any(|a| {
+            !a.from_ferroce
+                && a.ts_ns > t0
+                && matches!(a.class, Class::Ack | Class::ReadResponse | Class::AtomicAck)
+                && !a.psn.before(p.psn)
+        });
+        if acked {
+            return Err(format!(
+                "ferroce sent PSN {} again though rxe had acknowledged it",
+                p.psn
+            ));
+        }
+    }
+    Ok(resends)
+}
+
+/// The checks above on real rxe captures (tests/vectors; g1 198.18.0.2
+/// served, g2 198.18.0.3 was the client), where the right answer is
+/// known: each must pass what holds and refuse what does not, or the
+/// suite's verdicts would mean nothing.
+pub fn self_test(vectors: &Path) -> Result<(), String> {
+    let (g1, g2): (IpAddr, IpAddr) = ("198.18.0.2".parse().unwrap(), "198.18.0.3".parse().unwrap());
+    let cell = |tool, role, mtu| Cell {
+        tool,
+        role,
+        mtu,
+        loss: None,
+        ce: false,
+        ipv6: false,
+    };
+    let (server, client) = (Role::FerroceServer, Role::FerroceClient);
+    let size = Variant::Size;
+    // (capture, cell, variant, "ferroce", the error expected or "")
+    let cases: [(&str, Cell, Variant, IpAddr, &str); 7] = [
+        (
+            "rc_pingpong_mtu4096",
+            cell(Tool::Pingpong, client, 4096),
+            size(16384),
+            g2,
+            "",
+        ),
+        (
+            "rc_pingpong_mtu4096",
+            cell(Tool::Pingpong, client, 1024),
+            size(16384),
+            g2,
+            "largest payload",
+        ),
+        (
+            "ib_read_bw_mtu4096",
+            cell(Tool::ReadBw, client, 4096),
+            size(16384),
+            g2,
+            "",
+        ),
+        (
+            "ib_read_bw",
+            cell(Tool::ReadBw, client, 4096),
+            size(4096),
+            g2,
+            "largest payload",
+        ),
+        (
+            "ib_write_bw",
+            cell(Tool::WriteBw, server, 1024),
+            size(4096),
+            g1,
+            "",
+        ),
+        // rxe's perftest sends random bytes, not ferroce's count.
+        (
+            "ib_write_bw",
+            cell(Tool::WriteBw, client, 1024),
+            size(4096),
+            g2,
+            "counts modulo",
+        ),
+        (
+            "ib_write_bw",
+            cell(Tool::SendBw, server, 1024),
+            size(4096),
+            g1,
+            "no Send packet",
+        ),
+    ];
+    for (name, c, v, ip, want) in cases {
+        let got = check(&c, v, &vectors.join(format!("{name}.pcap")), ip);
+        match (&got, want) {
+            (Ok(_), "") => {}
+            (Err(e), w) if !w.is_empty() && e.contains(w) => {}
+            _ => {
+                return Err(format!(
+                    "capture check self-test: {name} as {} {v}: got {:?}, want {}",
+                    c.id(),
+                    got.map(|_| "pass"),
+                    if want.is_empty() { "pass" } else { want }
+                ))
+            }
+        }
+    }
+    // The rerun rule: a resend after a NAK (ib_write_bw_loss, g2) or of a
+    // request already acknowledged (ib_send_lat's spurious one, g1) is
+    // not a stall.
+    for (name, ip) in [("ib_write_bw_loss", g2), ("ib_send_lat", g1)] {
+        if resends_waited(&vectors.join(format!("{name}.pcap")), ip, 4096 << 14).is_ok() {
+            return Err(format!(
+                "capture check self-test: {name}'s resend taken for a stall"
+            ));
+        }
+    }
+    Ok(())
+}
