@@ -182,12 +182,15 @@ fn check_bytes(cell: &Cell, pkts: &[Pkt]) -> Result<(), String> {
     if matches!(cell.tool, Tool::WriteLat | Tool::AtomicBw) {
         return Ok(());
     }
-    // Per QP: the PSN and first byte of the message being sent.
-    let mut start: Vec<(u32, Psn, u8)> = Vec::new();
-    for p in pkts
-        .iter()
-        .filter(|p| p.from_ferroce && carries_data(p.class) && !p.payload.is_empty())
-    {
+    // Per QP, every message start seen: (QP, PSN, first byte). A packet
+    // belongs to the nearest start at or before its PSN (go-back-N resends
+    // a message's middle after later messages began).
+    let mut starts: Vec<(u32, Psn, u8)> = Vec::new();
+    let data = || {
+        pkts.iter()
+            .filter(|p| p.from_ferroce && carries_data(p.class) && !p.payload.is_empty())
+    };
+    for p in data() {
         let b = &p.payload;
         if let Some(k) = (1..b.len()).find(|&k| b[k] as usize != (b[k - 1] as usize + 1) % PERIOD) {
             return Err(format!(
@@ -198,23 +201,25 @@ fn check_bytes(cell: &Cell, pkts: &[Pkt]) -> Result<(), String> {
                 b[k - 1]
             ));
         }
-        let slot = start.iter().position(|s| s.0 == p.dest_qp);
         if matches!(p.position, Position::First | Position::Only) {
-            match slot {
-                Some(i) => start[i] = (p.dest_qp, p.psn, b[0]),
-                None => start.push((p.dest_qp, p.psn, b[0])),
-            }
-            continue;
+            starts.push((p.dest_qp, p.psn, b[0]));
         }
-        let Some(i) = slot else { continue };
-        let (_, psn0, b0) = start[i];
-        let k = p.psn.diff(psn0).max(0) as usize;
+    }
+    for p in data().filter(|p| matches!(p.position, Position::Middle | Position::Last)) {
+        let start = starts
+            .iter()
+            .filter(|s| s.0 == p.dest_qp && !s.1.after(p.psn))
+            .min_by_key(|s| p.psn.diff(s.1));
+        let Some(&(_, psn0, b0)) = start else {
+            continue;
+        };
+        let k = p.psn.diff(psn0) as usize;
         let want = ((b0 as usize + k * mtu) % PERIOD) as u8;
-        if b[0] != want {
+        if p.payload[0] != want {
             return Err(format!(
                 "ferroce's {:?} packet PSN {} starts with {:#04x}; {k} packets into the message that began with \
                  {b0:#04x} at PSN {psn0} it must be {want:#04x}",
-                p.class, p.psn, b[0]
+                p.class, p.psn, p.payload[0]
             ));
         }
     }

@@ -213,6 +213,19 @@ impl Cell {
         v
     }
 
+    /// Which directions carry the tool's data (towards rxe, from rxe):
+    /// where a loss cell must see frames dropped. The other way carries
+    /// only acknowledgements, too few in some runs for the bridge's first
+    /// drop.
+    pub fn data_directions(&self) -> (bool, bool) {
+        let ferroce_client = self.role == Role::FerroceClient;
+        match self.tool {
+            Tool::WriteBw | Tool::SendBw => (ferroce_client, !ferroce_client),
+            Tool::ReadBw => (!ferroce_client, ferroce_client),
+            _ => (true, true),
+        }
+    }
+
     /// A cell at a path MTU the main columns leave out.
     pub fn is_spot(&self) -> bool {
         !matches!(self.mtu, 1024 | 2048 | 4096)

@@ -545,6 +545,13 @@ pub fn run<B: Backend>(
 ) -> Result<Report> {
     let p = Params::from_opts(opts)?;
     let limit = Duration::from_nanos(opts.timeout.as_nanos() as u64);
+    let port = ctx.query_port();
+    let want = opts.mtu.unwrap_or(port.active_mtu);
+    if want > port.active_mtu {
+        return Err(
+            anyhow::Error::new(ctx.path_mtu_error(want)).context(format!("-m {}", want.bytes()))
+        );
+    }
     let server = matches!(role, Role::Server);
     if server {
         writeln!(out, "\n************************************")?;
@@ -555,13 +562,6 @@ pub fn run<B: Backend>(
         Role::Server => Channel::accept(ctx, opts.tcp_port, limit)?,
         Role::Client(ip) => Channel::connect(ctx, SocketAddr::new(*ip, opts.tcp_port), limit)?,
     };
-    let port = ctx.query_port();
-    let want = opts.mtu.unwrap_or(port.active_mtu);
-    if want > port.active_mtu {
-        return Err(
-            anyhow::Error::new(ctx.path_mtu_error(want)).context(format!("-m {}", want.bytes()))
-        );
-    }
     let a = channel::setup(&mut ch, ctx, PAGE, CACHE_LINE, want as u8)?;
     let mtu = Mtu::ALL[(a.mtu.clamp(1, 5) - 1) as usize];
     let mut s = Setup::create(ctx, p, a, server, opts.gid_index)?;
