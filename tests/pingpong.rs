@@ -15,9 +15,8 @@ fn pingpong(size: u32, iters: u32, mtu: u32) {
     let sock = dir.path().join("memif.sock").display().to_string();
     let server = dir.write("server.toml", &memif_config(&sock, "server", "198.18.0.1"));
     let client = dir.write("client.toml", &memif_config(&sock, "client", "198.18.0.2"));
-    // A TCP port of our own, so parallel tests do not meet.
-    let tcp = (21000 + std::process::id() % 20000 + size % 97).to_string();
-    let args = |cfg: &std::path::Path| -> Vec<String> {
+    let what = format!("pingpong -s {size} -n {iters} -m {mtu}");
+    let args = |cfg: &std::path::Path, tcp: &str| -> Vec<String> {
         [
             "pingpong",
             "--config",
@@ -25,7 +24,7 @@ fn pingpong(size: u32, iters: u32, mtu: u32) {
             "--port",
             "m",
             "-p",
-            &tcp,
+            tcp,
             "-s",
             &size.to_string(),
             "-n",
@@ -39,19 +38,23 @@ fn pingpong(size: u32, iters: u32, mtu: u32) {
         .map(String::from)
         .to_vec()
     };
+    // The server listens on a free TCP port (`-p 0`: no test beside this
+    // one can meet it there) and says which; its memif socket exists by
+    // then, and the client is started on that port.
     let mut s = Command::new(ferroce());
-    s.args(args(&server));
+    s.args(args(&server, "0"));
+    let mut srv = spawn(&mut s, Duration::from_secs(90));
+    let tcp = srv
+        .wait_for("listening on TCP port ", Duration::from_secs(30))
+        .unwrap_or_else(|e| panic!("{what}: server: {e}"));
     let pcap = dir.path().join("client.pcap");
     let mut c = Command::new(ferroce());
-    c.args(args(&client))
+    c.args(args(&client, &tcp))
         .arg("--pcap")
         .arg(&pcap)
         .arg("127.0.0.1");
-    let srv = spawn(&mut s, Duration::from_secs(90));
-    std::thread::sleep(Duration::from_millis(700));
     let cli = spawn(&mut c, Duration::from_secs(90)).wait();
     let srv = srv.wait();
-    let what = format!("pingpong -s {size} -n {iters} -m {mtu}");
     assert!(cli.ok(), "{what}: client failed:\n{}", cli.all());
     assert!(srv.ok(), "{what}: server failed:\n{}", srv.all());
     for (side, out) in [("client", &cli), ("server", &srv)] {
