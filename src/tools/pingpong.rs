@@ -373,6 +373,7 @@ mod tests {
     /// in-process link, the exchange over TCP on localhost.
     #[test]
     fn server_and_client_ping_pong_over_a_loopback_link() {
+        let _one = crate::tools::spinning_pair();
         let (pa, pb) = loopback::pair(1024, 4352);
         // A TCP listener of this test's own (port 0), so that no test
         // running beside it meets it on a port.

@@ -352,6 +352,7 @@ mod tests {
 
     #[test]
     fn the_tools_run_against_each_other_and_their_frames_decode_clean() {
+        let _one = crate::tools::spinning_pair();
         let (pa, pb) = loopback::pair(1024, 4352);
         let dir = std::env::temp_dir().join(format!("ferroce-demo-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();

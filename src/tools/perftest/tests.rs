@@ -19,6 +19,7 @@ fn ctx(port: LoopbackPort, last: u8) -> Context<LoopbackPort> {
 
 /// Runs `opts` on both ends; returns (server, client) reports and output.
 fn both(opts: Opts) -> ((Report, String), (Report, String)) {
+    let _one = crate::tools::spinning_pair();
     let (pa, pb) = loopback::pair(1024, 4352);
     let o2 = opts.clone();
     let server = std::thread::spawn(move || {

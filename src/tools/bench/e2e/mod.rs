@@ -1127,6 +1127,7 @@ mod tests {
 
     #[test]
     fn every_workload_runs_over_a_loopback_pair_in_one_and_two_threads() {
+        let _one = crate::tools::spinning_pair();
         let (mut pa, mut pb): (LoopbackPort, LoopbackPort) = loopback::pair(1024, 4352);
         run_all(&mut pa, &mut pb, Threads::One);
         run_all(&mut pa, &mut pb, Threads::Two);
