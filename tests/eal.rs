@@ -20,6 +20,7 @@ fn demo_runs_on_the_defaults_and_without_hugepages() {
     let before = dpdk_runtime_dirs();
     let no_free_pages = meminfo("HugePages_Free:") == 0;
     let o = run(&["demo", "--count", "20000"], Duration::from_secs(120));
+    let mut ours = vec![o.pid];
     assert!(o.ok(), "{}", o.all());
     assert!(
         o.stdout.contains("20000 verified at b") && o.stdout.contains("20000 verified at a"),
@@ -46,10 +47,11 @@ fn demo_runs_on_the_defaults_and_without_hugepages() {
         &["demo", "--config", cfg.to_str().unwrap(), "--count", "5000"],
         Duration::from_secs(60),
     );
+    ours.push(o.pid);
     assert!(o.ok() && o.stdout.contains("no hugepages"), "{}", o.all());
     assert_eq!(
-        dpdk_runtime_dirs(),
-        before,
+        dpdk_dirs_left(&before, &ours),
+        Vec::<String>::new(),
         "runtime files left under /var/run/dpdk"
     );
 }
@@ -64,6 +66,7 @@ fn eal_on_hugepages_gives_every_page_back() {
     let _g = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
     let before_dirs = dpdk_runtime_dirs();
     let total_before = read_u64("/proc/sys/vm/nr_hugepages");
+    let pid;
     {
         let Some(_pages) = HugepageReservation::add(128) else {
             panic!(
@@ -87,6 +90,7 @@ fn eal_on_hugepages_gives_every_page_back() {
             "20000",
         ]);
         let o = spawn(&mut demo, Duration::from_secs(60)).wait();
+        pid = o.pid;
         assert!(o.ok(), "{}", o.all());
         assert!(
             o.stdout.contains(", hugepages (") && !o.stderr.contains("falling back"),
@@ -112,8 +116,8 @@ fn eal_on_hugepages_gives_every_page_back() {
         "hugepage pool put back"
     );
     assert_eq!(
-        dpdk_runtime_dirs(),
-        before_dirs,
+        dpdk_dirs_left(&before_dirs, &[pid]),
+        Vec::<String>::new(),
         "runtime files left under /var/run/dpdk"
     );
 }

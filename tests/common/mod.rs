@@ -65,6 +65,8 @@ pub fn is_root() -> bool {
 /// A finished child: exit code, stdout, stderr.
 #[derive(Debug)]
 pub struct Output {
+    /// The process's ID (e.g. in the name of its DPDK runtime directory).
+    pub pid: u32,
     pub code: Option<i32>,
     /// How it ended: "exit N", "signal N" or "killed at the deadline".
     pub how: String,
@@ -178,6 +180,7 @@ impl Running {
     /// Waits until the process exits or its deadline passes (then kills it).
     pub fn wait(mut self) -> Output {
         let mut child = self.child.take().unwrap();
+        let pid = child.id();
         let (code, how) = loop {
             if let Some(st) = child.try_wait().expect("wait") {
                 use std::os::unix::process::ExitStatusExt;
@@ -204,6 +207,7 @@ impl Running {
             String::from_utf8_lossy(&err).into_owned(),
         );
         Output {
+            pid,
             code,
             how,
             stdout,
@@ -380,6 +384,24 @@ impl Drop for HugepageReservation {
     fn drop(&mut self) {
         let _ = std::fs::write(NR_HUGEPAGES, self.before.to_string());
     }
+}
+
+/// The runtime directories under /var/run/dpdk made since `before` that
+/// the processes `ours` may have left: other programs on the machine run
+/// DPDK beside the test (another test run, the interop suite), and a
+/// directory `ferroce-PID` (the prefix of a ferroce without hugepages) of
+/// a process not in `ours` is theirs.
+pub fn dpdk_dirs_left(before: &[String], ours: &[u32]) -> Vec<String> {
+    dpdk_runtime_dirs()
+        .into_iter()
+        .filter(|d| !before.contains(d))
+        .filter(
+            |d| match d.strip_prefix("ferroce-").and_then(|p| p.parse().ok()) {
+                Some(pid) => ours.contains(&pid),
+                None => true,
+            },
+        )
+        .collect()
 }
 
 /// The directories DPDK made under /var/run/dpdk (runtime files).
