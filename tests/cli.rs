@@ -5,7 +5,8 @@ mod common;
 use common::*;
 use std::time::Duration;
 
-fn fails_with(args: &[&str], needle: &str) {
+/// Runs `ferroce ARGS`, which must exit 2 saying `needle`; its PID.
+fn fails_with(args: &[&str], needle: &str) -> u32 {
     let o = run(args, Duration::from_secs(30));
     assert_eq!(o.code, Some(2), "{}", o.all());
     assert!(
@@ -14,6 +15,7 @@ fn fails_with(args: &[&str], needle: &str) {
         o.all()
     );
     assert!(!o.stderr.contains("panicked"), "{}", o.all());
+    o.pid
 }
 
 #[test]
@@ -92,7 +94,7 @@ fn a_device_the_eal_cannot_open_is_an_error() {
         "[eal]\nhugepages = \"off\"\n[[port]]\nname = \"a\"\ndevice = \"net_nosuchpmd0\"\n",
     );
     let before = dpdk_runtime_dirs();
-    fails_with(
+    let pid = fails_with(
         &[
             "linktest",
             "--config",
@@ -105,10 +107,7 @@ fn a_device_the_eal_cannot_open_is_an_error() {
         "error",
     );
     // The failed EAL start leaves no runtime directory behind.
-    let left: Vec<String> = dpdk_runtime_dirs()
-        .into_iter()
-        .filter(|d| !before.contains(d))
-        .collect();
+    let left = dpdk_dirs_left(&before, &[pid]);
     assert!(left.is_empty(), "left behind in /var/run/dpdk: {left:?}");
 }
 

@@ -33,7 +33,9 @@ fn no_cc_overflows(n: usize) {
     assert_eq!(buffer, 2 * 1_600_000);
     assert!(r.queue_max_bytes + frame > buffer, "{r}");
     assert!(r.queue.max + frame > buffer, "{r}");
-    assert!(r.queue.p50 > r.red.kmax_bytes as u64, "{r}");
+    // The median sits near the buffer, not just above Kmax: measured
+    // 3157.8 KB (2:1), 3037.3 KB (8:1), 3024.8 KB (16:1) of 3200 KB.
+    assert!(r.queue.p50 > buffer * 9 / 10, "{r}");
     assert!(r.tail_drops > 0, "{r}");
     assert!(r.retransmitted_pkts > 0, "{r}");
     assert!(r.ecn_marked > 0 && r.cnp_sent > 0, "{r}");
@@ -64,6 +66,22 @@ fn without_cc_16_to_1_the_queue_fills_the_buffer_and_drops() {
     no_cc_overflows(16);
 }
 
+/// What a run measured (seed 1: the simulation is deterministic, so these
+/// are exact figures of the run, not samples).
+struct Measured {
+    /// The bottleneck queue's p99 over the second half, bytes.
+    queue_p99: u64,
+    /// Frames dropped at the tail over the whole run.
+    tail_drops: u64,
+}
+
+/// How far above a measured figure a run may go: 25%. Far below the
+/// acceptance bars (Kmax is 1.6 MB, ten times these queues), so that a
+/// change that lets the queue grow shows here first.
+fn at_most_25_percent_above(v: u64) -> u64 {
+    v + v / 4
+}
+
 /// The DCQCN acceptance criteria for an N:1 incast at 100 Gb/s over 20
 /// ms (reference C.5: flows converge to their fair share, the queue stays
 /// low), over the second half (after the start, when every sender begins
@@ -71,7 +89,9 @@ fn without_cc_16_to_1_the_queue_fills_the_buffer_and_drops() {
 /// p99 (1 µs samples) below Kmax, utilisation (wire bytes to the
 /// receiver) at least 90%; over the whole run, no error completion, every WRITE completed,
 /// CNPs taken, and no drop at all unless `start_drops` allows some.
-fn dcqcn_acceptance(n: usize, cc: CcConfig, start_drops: bool) -> IncastResult {
+/// Then the run against what it `measured`: the queue's p99 and the drops
+/// at most 25% above.
+fn dcqcn_acceptance(n: usize, cc: CcConfig, start_drops: bool, measured: Measured) -> IncastResult {
     let r = incast(n, cc);
     assert!(r.jain_second_half >= 0.95, "Jain\n{r}");
     assert_eq!(r.tail_drops_second_half, 0, "drops\n{r}");
@@ -81,6 +101,18 @@ fn dcqcn_acceptance(n: usize, cc: CcConfig, start_drops: bool) -> IncastResult {
     assert!(
         r.queue_second_half.p99 < r.red.kmax_bytes as u64,
         "queue p99\n{r}"
+    );
+    assert!(
+        r.queue_second_half.p99 <= at_most_25_percent_above(measured.queue_p99),
+        "queue p99 {} B, measured {} B\n{r}",
+        r.queue_second_half.p99,
+        measured.queue_p99
+    );
+    assert!(
+        r.tail_drops <= at_most_25_percent_above(measured.tail_drops),
+        "tail drops {}, measured {}\n{r}",
+        r.tail_drops,
+        measured.tail_drops
     );
     assert!(r.utilisation_second_half >= 0.90, "utilisation\n{r}");
     assert_eq!(r.completion_errors, 0, "errors\n{r}");
@@ -95,12 +127,20 @@ fn dcqcn_cx() -> CcConfig {
 
 #[test]
 fn dcqcn_cx_2_to_1_is_fair_lossless_and_keeps_the_queue_low() {
-    dcqcn_acceptance(2, dcqcn_cx(), false);
+    let measured = Measured {
+        queue_p99: 91_404,
+        tail_drops: 0,
+    };
+    dcqcn_acceptance(2, dcqcn_cx(), false, measured);
 }
 
 #[test]
 fn dcqcn_cx_8_to_1_is_fair_lossless_and_keeps_the_queue_low() {
-    dcqcn_acceptance(8, dcqcn_cx(), false);
+    let measured = Measured {
+        queue_p99: 116_344,
+        tail_drops: 0,
+    };
+    dcqcn_acceptance(8, dcqcn_cx(), false, measured);
 }
 
 /// At 16:1 the first 2 ms overflow the buffer (not yet the bar of no
@@ -109,10 +149,15 @@ fn dcqcn_cx_8_to_1_is_fair_lossless_and_keeps_the_queue_low() {
 /// (a round of 16 packets of 4 KiB takes 5.4 µs at 100 Gb/s) and a round
 /// trip; then, twice, the flows' 300 µs rate timers fire together and
 /// fast recovery takes all 16 halfway back to the line rate at once. No
-/// drop after that, and far fewer than without rate control.
+/// drop after that, and far fewer than without rate control (measured:
+/// 594 against 6920).
 #[test]
 fn dcqcn_cx_16_to_1_is_fair_and_keeps_the_queue_low_after_the_first_milliseconds() {
-    let r = dcqcn_acceptance(16, dcqcn_cx(), true);
+    let measured = Measured {
+        queue_p99: 162_006,
+        tail_drops: 594,
+    };
+    let r = dcqcn_acceptance(16, dcqcn_cx(), true, measured);
     let none = incast(16, CcConfig::None);
     assert!(r.tail_drops * 5 < none.tail_drops, "{r}\n{none}");
 }

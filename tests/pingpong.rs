@@ -15,9 +15,8 @@ fn pingpong(size: u32, iters: u32, mtu: u32) {
     let sock = dir.path().join("memif.sock").display().to_string();
     let server = dir.write("server.toml", &memif_config(&sock, "server", "198.18.0.1"));
     let client = dir.write("client.toml", &memif_config(&sock, "client", "198.18.0.2"));
-    // A TCP port of our own, so parallel tests do not meet.
-    let tcp = (21000 + std::process::id() % 20000 + size % 97).to_string();
-    let args = |cfg: &std::path::Path| -> Vec<String> {
+    let what = format!("pingpong -s {size} -n {iters} -m {mtu}");
+    let args = |cfg: &std::path::Path, tcp: &str| -> Vec<String> {
         [
             "pingpong",
             "--config",
@@ -25,7 +24,7 @@ fn pingpong(size: u32, iters: u32, mtu: u32) {
             "--port",
             "m",
             "-p",
-            &tcp,
+            tcp,
             "-s",
             &size.to_string(),
             "-n",
@@ -39,19 +38,23 @@ fn pingpong(size: u32, iters: u32, mtu: u32) {
         .map(String::from)
         .to_vec()
     };
+    // The server listens on a free TCP port (`-p 0`: no test beside this
+    // one can meet it there) and says which; its memif socket exists by
+    // then, and the client is started on that port.
     let mut s = Command::new(ferroce());
-    s.args(args(&server));
+    s.args(args(&server, "0"));
+    let mut srv = spawn(&mut s, Duration::from_secs(90));
+    let tcp = srv
+        .wait_for("listening on TCP port ", Duration::from_secs(30))
+        .unwrap_or_else(|e| panic!("{what}: server: {e}"));
     let pcap = dir.path().join("client.pcap");
     let mut c = Command::new(ferroce());
-    c.args(args(&client))
+    c.args(args(&client, &tcp))
         .arg("--pcap")
         .arg(&pcap)
         .arg("127.0.0.1");
-    let srv = spawn(&mut s, Duration::from_secs(90));
-    std::thread::sleep(Duration::from_millis(700));
     let cli = spawn(&mut c, Duration::from_secs(90)).wait();
     let srv = srv.wait();
-    let what = format!("pingpong -s {size} -n {iters} -m {mtu}");
     assert!(cli.ok(), "{what}: client failed:\n{}", cli.all());
     assert!(srv.ok(), "{what}: server failed:\n{}", srv.all());
     for (side, out) in [("client", &cli), ("server", &srv)] {
@@ -104,13 +107,11 @@ fn pingpong_against_itself_over_memif() {
 /// net_af_packet: the kernel of each namespace owns a 10.99.0.x address
 /// for the TCP exchange (as the host's own stack would), ferroce owns
 /// 198.18.0.x on the same link for RoCE and answers ARP for it. Needs
-/// root; skipped otherwise.
+/// root: ignored unless asked for.
 #[test]
+#[ignore = "needs root: network namespaces (scripts/test.sh runs it as root)"]
 fn pingpong_against_itself_over_af_packet_between_namespaces() {
-    if !is_root() {
-        eprintln!("SKIPPED pingpong_against_itself_over_af_packet_between_namespaces: needs root to create network namespaces");
-        return;
-    }
+    assert!(is_root(), "needs root to create network namespaces");
     let veth = VethPair::new("pp", 9000);
     veth.kernel_addrs(["10.99.0.1/24", "10.99.0.2/24"]);
     let dir = TempDir::new();

@@ -60,11 +60,29 @@ pub fn until<B: Backend, T>(
 }
 
 impl Channel {
-    /// The server's side: one connection on `port` of every address
-    /// (the tools' servers take exactly one client).
-    pub fn accept<B: Backend>(ctx: &mut Context<B>, port: u16, limit: Duration) -> Result<Channel> {
-        let l = TcpListener::bind(("0.0.0.0", port))
-            .with_context(|| format!("listening on TCP port {port}"))?;
+    /// The server's side: one connection (the tools' servers take exactly
+    /// one client) on `listener` when the caller bound one (e.g. to port
+    /// 0, so that runs side by side never meet on a port), else on `port`
+    /// of every address. Port 0 there is any free port, said on stderr
+    /// (`listening on TCP port N`) for the client to be told.
+    pub fn accept<B: Backend>(
+        ctx: &mut Context<B>,
+        listener: Option<&TcpListener>,
+        port: u16,
+        limit: Duration,
+    ) -> Result<Channel> {
+        let own;
+        let l = match listener {
+            Some(l) => l,
+            None => {
+                own = TcpListener::bind(("0.0.0.0", port))
+                    .with_context(|| format!("listening on TCP port {port}"))?;
+                if port == 0 {
+                    eprintln!("listening on TCP port {}", own.local_addr()?.port());
+                }
+                &own
+            }
+        };
         l.set_nonblocking(true)?;
         let s = until(ctx, limit, "no client connected", || match l.accept() {
             Ok((s, _)) => Ok(Some(s)),

@@ -147,6 +147,7 @@ impl PerftestCmd {
             atomic: self.atomic,
             report_gbits: self.report_gbits,
             tcp_port: self.at.tcp_port,
+            listener: None,
             timeout: std::time::Duration::from_millis(self.timeout_ms),
             device: format!("ferroce:{}", self.at.port),
         })
@@ -209,6 +210,7 @@ mod dpdk_run {
             mtu,
             rx_depth: a.rx_depth,
             tcp_port: a.at.tcp_port,
+            listener: None,
             gid_index: a.gid_idx.unwrap_or(0),
             timeout: std::time::Duration::from_millis(a.timeout_ms),
         };

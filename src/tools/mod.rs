@@ -29,3 +29,17 @@ pub mod probe;
 /// `dpdk` feature.
 pub const NO_DPDK: &str =
     "this ferroce was built without the `dpdk` feature; rebuild with default features";
+
+/// Taken by the unit tests that run two ends against each other on the
+/// wall clock, each end on its own thread polling without rest (the
+/// tools' self-tests, the demo's, the end-to-end benchmark's): one such
+/// pair at a time. Side by side on a machine with few cores (e.g. eight
+/// test threads on two), sixteen spinning threads get a slice of a core
+/// some tens of milliseconds apart, a round trip outlasts the transport's
+/// 67 ms ACK timeout (rc_pingpong's and perftest's timeout 14) again and
+/// again, and a QP runs out of retries or a run out of its time limit.
+#[cfg(test)]
+pub(crate) fn spinning_pair() -> std::sync::MutexGuard<'static, ()> {
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}

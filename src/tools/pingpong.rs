@@ -48,6 +48,9 @@ pub struct PingpongOpts {
     pub rx_depth: u32,
     /// `-p`: the TCP port of the exchange.
     pub tcp_port: u16,
+    /// The server accepts on this listener instead of `tcp_port`, when
+    /// the caller bound one.
+    pub listener: Option<std::sync::Arc<std::net::TcpListener>>,
     /// `-g`: the GID index.
     pub gid_index: u8,
     /// Give up after this long (the exchange and the run each).
@@ -62,6 +65,7 @@ impl Default for PingpongOpts {
             mtu: Mtu::Mtu1024,
             rx_depth: 500,
             tcp_port: 18515,
+            listener: None,
             gid_index: 0,
             timeout: std::time::Duration::from_secs(30),
         }
@@ -262,7 +266,7 @@ fn exchange<B: Backend>(
             remote
         }
         Role::Server => {
-            let mut ch = Channel::accept(ctx, opts.tcp_port, limit)?;
+            let mut ch = Channel::accept(ctx, opts.listener.as_deref(), opts.tcp_port, limit)?;
             let remote = pingpong::Dest::parse(&ch.read(ctx, pingpong::MSG_LEN)?)?;
             connect(ctx, &remote)?;
             ch.write(ctx, &local.emit())?;
@@ -374,12 +378,16 @@ mod tests {
     /// in-process link, the exchange over TCP on localhost.
     #[test]
     fn server_and_client_ping_pong_over_a_loopback_link() {
+        let _one = crate::tools::spinning_pair();
         let (pa, pb) = loopback::pair(1024, 4352);
-        let port = 20000 + (std::process::id() % 20000) as u16;
+        // A TCP listener of this test's own (port 0), so that no test
+        // running beside it meets it on a port.
+        let l = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
         let opts = PingpongOpts {
             size: 4096,
             iters: 200,
-            tcp_port: port,
+            tcp_port: l.local_addr().unwrap().port(),
+            listener: Some(std::sync::Arc::new(l)),
             timeout: std::time::Duration::from_secs(20),
             ..PingpongOpts::default()
         };

@@ -10,6 +10,7 @@ pub mod oracle;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub fn ferroce() -> &'static str {
@@ -64,6 +65,8 @@ pub fn is_root() -> bool {
 /// A finished child: exit code, stdout, stderr.
 #[derive(Debug)]
 pub struct Output {
+    /// The process's ID (e.g. in the name of its DPDK runtime directory).
+    pub pid: u32,
     pub code: Option<i32>,
     /// How it ended: "exit N", "signal N" or "killed at the deadline".
     pub how: String,
@@ -84,20 +87,43 @@ impl Output {
 }
 
 /// A child process that is killed (by its PID) if still running on drop.
+/// Its stdout and stderr are read as they come, so that a test can wait
+/// for a line (`wait_for`) while the process runs.
 pub struct Running {
     child: Option<Child>,
     deadline: Instant,
+    /// What the process wrote so far: (stdout, stderr), and the threads
+    /// reading them (they end when the process closes its side).
+    seen: Arc<Mutex<(Vec<u8>, Vec<u8>)>>,
+    readers: Vec<std::thread::JoinHandle<()>>,
 }
 
 pub fn spawn(cmd: &mut Command, limit: Duration) -> Running {
-    let child = cmd
+    let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn");
+    let seen = Arc::new(Mutex::new((Vec::new(), Vec::new())));
+    let read = |mut from: Box<dyn Read + Send>, err: bool| {
+        let seen = Arc::clone(&seen);
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n @ 1..) = from.read(&mut buf) {
+                let mut s = seen.lock().unwrap_or_else(|e| e.into_inner());
+                if err { &mut s.1 } else { &mut s.0 }.extend_from_slice(&buf[..n]);
+            }
+        })
+    };
+    let readers = vec![
+        read(Box::new(child.stdout.take().unwrap()), false),
+        read(Box::new(child.stderr.take().unwrap()), true),
+    ];
     Running {
         child: Some(child),
         deadline: Instant::now() + limit,
+        seen,
+        readers,
     }
 }
 
@@ -112,21 +138,49 @@ impl Running {
         matches!(self.child.as_mut().unwrap().try_wait(), Ok(Some(_)))
     }
 
+    /// Waits until the process has written a line with `text` on stdout
+    /// or stderr, for at most `limit`, and returns what follows `text` on
+    /// that line; an error saying what it wrote instead if it exits first
+    /// or the time runs out (the process keeps running; drop it to kill
+    /// it).
+    pub fn wait_for(&mut self, text: &str, limit: Duration) -> Result<String, String> {
+        let end = Instant::now() + limit;
+        loop {
+            let exited = self.has_exited();
+            {
+                let s = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+                let (out, err) = (String::from_utf8_lossy(&s.0), String::from_utf8_lossy(&s.1));
+                let rest = |all: &str| {
+                    let at = all.find(text)? + text.len();
+                    let line = all[at..].split('\n').next()?;
+                    // Only a whole line: the rest may still be coming.
+                    all[at + line.len()..]
+                        .starts_with('\n')
+                        .then(|| line.to_string())
+                };
+                if let Some(r) = rest(&out).or_else(|| rest(&err)) {
+                    return Ok(r);
+                }
+                if exited || Instant::now() >= end {
+                    let why = if exited {
+                        "exited".to_string()
+                    } else {
+                        format!("is still running after {limit:?}")
+                    };
+                    return Err(format!(
+                        "waiting for {text:?}: the process {why} without writing it\n--- stdout\n{}--- stderr\n{}",
+                        out, err
+                    ));
+                }
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// Waits until the process exits or its deadline passes (then kills it).
     pub fn wait(mut self) -> Output {
         let mut child = self.child.take().unwrap();
-        let mut out = child.stdout.take().unwrap();
-        let mut err = child.stderr.take().unwrap();
-        let t_out = std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = out.read_to_string(&mut s);
-            s
-        });
-        let t_err = std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = err.read_to_string(&mut s);
-            s
-        });
+        let pid = child.id();
         let (code, how) = loop {
             if let Some(st) = child.try_wait().expect("wait") {
                 use std::os::unix::process::ExitStatusExt;
@@ -144,11 +198,20 @@ impl Running {
             }
             std::thread::sleep(Duration::from_millis(20));
         };
+        for r in self.readers.drain(..) {
+            let _ = r.join();
+        }
+        let (out, err) = std::mem::take(&mut *self.seen.lock().unwrap_or_else(|e| e.into_inner()));
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out).into_owned(),
+            String::from_utf8_lossy(&err).into_owned(),
+        );
         Output {
+            pid,
             code,
             how,
-            stdout: t_out.join().unwrap(),
-            stderr: t_err.join().unwrap(),
+            stdout,
+            stderr,
         }
     }
 }
@@ -323,6 +386,24 @@ impl Drop for HugepageReservation {
     }
 }
 
+/// The runtime directories under /var/run/dpdk made since `before` that
+/// the processes `ours` may have left: other programs on the machine run
+/// DPDK beside the test (another test run, the interop suite), and a
+/// directory `ferroce-PID` (the prefix of a ferroce without hugepages) of
+/// a process not in `ours` is theirs.
+pub fn dpdk_dirs_left(before: &[String], ours: &[u32]) -> Vec<String> {
+    dpdk_runtime_dirs()
+        .into_iter()
+        .filter(|d| !before.contains(d))
+        .filter(
+            |d| match d.strip_prefix("ferroce-").and_then(|p| p.parse().ok()) {
+                Some(pid) => ours.contains(&pid),
+                None => true,
+            },
+        )
+        .collect()
+}
+
 /// The directories DPDK made under /var/run/dpdk (runtime files).
 pub fn dpdk_runtime_dirs() -> Vec<String> {
     std::fs::read_dir("/var/run/dpdk")
@@ -365,10 +446,15 @@ pub fn linktest_args(
 }
 
 /// Runs a link test: the answerer first (it may have to set up the link),
-/// then the sender; both must exit 0 having verified all `count` probes.
+/// then, once it says its port is open, the sender (which sends each probe
+/// once: one sent to a port not yet open would be lost); both must exit 0
+/// having verified all `count` probes. Either process still running when
+/// this fails is killed.
 pub fn linktest_pair(mut answerer: Command, mut sender: Command, count: u64, what: &str) {
-    let a = spawn(&mut answerer, Duration::from_secs(90));
-    std::thread::sleep(Duration::from_millis(500));
+    let mut a = spawn(&mut answerer, Duration::from_secs(90));
+    if let Err(e) = a.wait_for(": ready", Duration::from_secs(30)) {
+        panic!("{what}: the answerer never got ready: {e}");
+    }
     let s = spawn(&mut sender, Duration::from_secs(90)).wait();
     let a = a.wait();
     assert!(s.ok(), "{what}: sender failed:\n{}", s.all());

@@ -22,7 +22,9 @@ use crate::wire::MacAddr;
 use anyhow::{bail, Context as _, Result};
 use core::net::Ipv4Addr;
 use std::io::Write;
+use std::net::TcpListener;
 use std::path::Path;
+use std::sync::Arc;
 
 /// The options of `ferroce demo` (those given override the config's
 /// `[linktest]`).
@@ -63,17 +65,39 @@ struct Ran {
     ok: bool,
 }
 
-/// A TCP port nobody listens on now.
-fn free_tcp_port() -> Result<u16> {
-    let l = std::net::TcpListener::bind(("127.0.0.1", 0))?;
-    Ok(l.local_addr()?.port())
+/// Where one tool's TCP exchange meets: the port, and the listener the
+/// server accepts on when this process bound it beforehand.
+#[derive(Debug, Clone)]
+struct At {
+    port: u16,
+    listener: Option<Arc<TcpListener>>,
+}
+
+impl At {
+    /// A listener on a free port of localhost, bound now and held, so
+    /// that no other program can take the port before the server accepts.
+    fn bound() -> Result<At> {
+        let l = TcpListener::bind(("127.0.0.1", 0)).context("binding a TCP listener")?;
+        Ok(At {
+            port: l.local_addr()?.port(),
+            listener: Some(Arc::new(l)),
+        })
+    }
+
+    /// The port alone: a server binds it, a client connects to it.
+    fn port(port: u16) -> At {
+        At {
+            port,
+            listener: None,
+        }
+    }
 }
 
 fn run_tool<B: Backend>(
     ctx: &mut Context<B>,
     tool: Tool,
     role: &Role,
-    tcp_port: u16,
+    at: &At,
     cfg: &ToolsConfig,
     mtu: Mtu,
 ) -> Result<Ran> {
@@ -85,7 +109,8 @@ fn run_tool<B: Backend>(
                 size: 4096,
                 iters: cfg.iters.min(u32::MAX as u64) as u32,
                 mtu,
-                tcp_port,
+                tcp_port: at.port,
+                listener: at.listener.clone(),
                 timeout,
                 ..PingpongOpts::default()
             };
@@ -97,7 +122,8 @@ fn run_tool<B: Backend>(
             let opts = perftest::Opts {
                 iters: Some(cfg.iters),
                 mtu: Some(mtu),
-                tcp_port,
+                tcp_port: at.port,
+                listener: at.listener.clone(),
                 timeout,
                 device: "ferroce-demo".into(),
                 ..perftest::Opts::new(test)
@@ -114,18 +140,18 @@ fn run_tool<B: Backend>(
     })
 }
 
-/// Every tool in turn, on TCP ports `ports`.
+/// Every tool in turn, each at its own `at`.
 fn run_all<B: Backend>(
     ctx: &mut Context<B>,
     role: &Role,
-    ports: &[u16],
+    at: &[At],
     cfg: &ToolsConfig,
     mtu: Mtu,
 ) -> Result<Vec<Ran>> {
     TOOLS
         .iter()
-        .zip(ports)
-        .map(|(tool, port)| run_tool(ctx, *tool, role, *port, cfg, mtu))
+        .zip(at)
+        .map(|(tool, at)| run_tool(ctx, *tool, role, at, cfg, mtu))
         .collect()
 }
 
@@ -193,7 +219,9 @@ pub fn run_tools_one_end<B: Backend>(
 ) -> Result<bool> {
     let mtu = Mtu::from_bytes(cfg.mtu).context("tools.mtu: not 256, 512, 1024, 2048 or 4096")?;
     let mtu = mtu.min(ctx.query_port().active_mtu);
-    let ports: Vec<u16> = (0..TOOLS.len() as u16).map(|i| cfg.tcp_port + i).collect();
+    let ports: Vec<At> = (0..TOOLS.len() as u16)
+        .map(|i| At::port(cfg.tcp_port + i))
+        .collect();
     let (role, roles) = match peer {
         Some(ip) => (Role::Client(ip), "this end the client"),
         None => (Role::Server, "this end serves"),
@@ -268,15 +296,16 @@ where
             .map(|p| format!(", b's frames recorded to {}", p.display()))
             .unwrap_or_default()
     )?;
-    let ports: Vec<u16> = TOOLS
-        .iter()
-        .map(|_| free_tcp_port())
-        .collect::<Result<_>>()?;
-    let (ports2, cfg2) = (ports.clone(), cfg.clone());
+    // The server's listeners are bound here, before either end starts:
+    // the client connects to their ports, and no other program can take
+    // one in between.
+    let server_at: Vec<At> = TOOLS.iter().map(|_| At::bound()).collect::<Result<_>>()?;
+    let ports: Vec<At> = server_at.iter().map(|a| At::port(a.port)).collect();
+    let cfg2 = cfg.clone();
     let server = std::thread::spawn(move || -> Result<Vec<Ran>> {
         server_setup();
         let mut ctx = ctx_a;
-        let v = run_all(&mut ctx, &Role::Server, &ports2, &cfg2, mtu);
+        let v = run_all(&mut ctx, &Role::Server, &server_at, &cfg2, mtu);
         drop(ctx.close(crate::time::Duration::from_millis(50)));
         v
     });
@@ -323,6 +352,7 @@ mod tests {
 
     #[test]
     fn the_tools_run_against_each_other_and_their_frames_decode_clean() {
+        let _one = crate::tools::spinning_pair();
         let (pa, pb) = loopback::pair(1024, 4352);
         let dir = std::env::temp_dir().join(format!("ferroce-demo-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();

@@ -77,6 +77,14 @@ fn linktest(
     peer_mac: Option<[u8; 6]>,
 ) -> Result<bool> {
     let dp = Ports::open(cfg, &[port])?;
+    if !send {
+        // The port is started: what arrives from now on waits in its
+        // receive queue. Said so that a sender may be started only now
+        // (a probe sent to a port not yet open is lost, and the sender
+        // sends each probe once).
+        println!("linktest answer on {port}: ready");
+        std::io::Write::flush(&mut std::io::stdout())?;
+    }
     let clock = TscClock::new(&dp.eal);
     let (pc, p) = dp.port(port)?;
     if let Some(core) = pc.core {

@@ -189,6 +189,9 @@ pub struct Opts {
     pub report_gbits: bool,
     /// `-p`: the TCP port of the exchange.
     pub tcp_port: u16,
+    /// The server accepts on this listener instead of `tcp_port`, when
+    /// the caller bound one.
+    pub listener: Option<std::sync::Arc<std::net::TcpListener>>,
     /// Longest wait for the peer at any one step.
     pub timeout: std::time::Duration,
     /// The device name the banner shows.
@@ -213,6 +216,7 @@ impl Opts {
             atomic: AtomicKind::FetchAndAdd,
             report_gbits: false,
             tcp_port: 18515,
+            listener: None,
             timeout: std::time::Duration::from_secs(60),
             device: "ferroce0".into(),
         }
@@ -559,7 +563,7 @@ pub fn run<B: Backend>(
         writeln!(out, "************************************")?;
     }
     let mut ch = match role {
-        Role::Server => Channel::accept(ctx, opts.tcp_port, limit)?,
+        Role::Server => Channel::accept(ctx, opts.listener.as_deref(), opts.tcp_port, limit)?,
         Role::Client(ip) => Channel::connect(ctx, SocketAddr::new(*ip, opts.tcp_port), limit)?,
     };
     let a = channel::setup(&mut ch, ctx, PAGE, CACHE_LINE, want as u8)?;

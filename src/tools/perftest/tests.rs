@@ -17,13 +17,9 @@ fn ctx(port: LoopbackPort, last: u8) -> Context<LoopbackPort> {
     Context::open(port, Box::new(WallClock::new()), cfg).unwrap()
 }
 
-fn tcp_port(test: Test) -> u16 {
-    let base = 30000 + (std::process::id() % 10000) as u16;
-    base + Test::ALL.iter().position(|&t| t == test).unwrap() as u16 * 3
-}
-
 /// Runs `opts` on both ends; returns (server, client) reports and output.
 fn both(opts: Opts) -> ((Report, String), (Report, String)) {
+    let _one = crate::tools::spinning_pair();
     let (pa, pb) = loopback::pair(1024, 4352);
     let o2 = opts.clone();
     let server = std::thread::spawn(move || {
@@ -47,9 +43,14 @@ fn both(opts: Opts) -> ((Report, String), (Report, String)) {
     ((rs, out_s), (rc, out_c))
 }
 
+/// `test`'s options with a TCP listener of its own (port 0): tests that
+/// run side by side never share a port. The server accepts on it, the
+/// client connects to its port.
 fn opts(test: Test) -> Opts {
+    let l = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
     Opts {
-        tcp_port: tcp_port(test),
+        tcp_port: l.local_addr().unwrap().port(),
+        listener: Some(std::sync::Arc::new(l)),
         timeout: std::time::Duration::from_secs(20),
         ..Opts::new(test)
     }

@@ -1104,8 +1104,12 @@ mod tests {
                 .unwrap();
             assert!(r.complete && r.msgs == 1000, "{r:?}");
             // Each WRITE is one packet; ACKs come back every 64 packets at
-            // least.
-            assert!(r.frames > 1000 && r.frames < 1100, "{r:?}");
+            // least. The wall clock drives the ACK timer (67 ms): a thread
+            // kept off the CPU that long (tests side by side on few
+            // cores) sees the window sent again, go-back-N; those frames
+            // are counted apart.
+            let first = r.frames - r.retransmitted;
+            assert!(first > 1000 && first < 1100, "{r:?}");
             let r = run
                 .write_rate((&mut a, pa), (&mut b, pb), BIG as u32, 20, &p, round)
                 .unwrap();
@@ -1123,6 +1127,7 @@ mod tests {
 
     #[test]
     fn every_workload_runs_over_a_loopback_pair_in_one_and_two_threads() {
+        let _one = crate::tools::spinning_pair();
         let (mut pa, mut pb): (LoopbackPort, LoopbackPort) = loopback::pair(1024, 4352);
         run_all(&mut pa, &mut pb, Threads::One);
         run_all(&mut pa, &mut pb, Threads::Two);
