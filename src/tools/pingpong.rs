@@ -374,6 +374,30 @@ mod tests {
         Context::open(port, Box::new(WallClock::new()), cfg).unwrap()
     }
 
+    /// A path MTU the port's frames cannot carry is refused before anything
+    /// is sent, naming what limits it.
+    #[test]
+    fn a_path_mtu_the_port_cannot_carry_is_an_error_naming_the_limit() {
+        let (pa, _pb) = loopback::pair(16, 4352);
+        let mut cfg = ContextConfig::new(
+            MacAddr([2, 0, 0, 0, 0, 1]),
+            Ipv4Addr::new(198, 18, 0, 1).into(),
+        );
+        cfg.max_frame = 1518;
+        cfg.frame_source = "MTU 1500 of interface veth0".into();
+        let mut c = Context::open(pa, Box::new(WallClock::new()), cfg).unwrap();
+        let opts = PingpongOpts {
+            mtu: Mtu::Mtu4096,
+            ..PingpongOpts::default()
+        };
+        let e = run(&mut c, &Role::Server, &opts, &mut Vec::new()).unwrap_err();
+        assert_eq!(
+            format!("{e:#}"),
+            "-m 4096: path MTU 4096 is more than this port carries: path MTU at most 1024, \
+             frames up to 1518 B (MTU 1500 of interface veth0)"
+        );
+    }
+
     /// Both ends in one process, each on its own thread and end of an
     /// in-process link, the exchange over TCP on localhost.
     #[test]

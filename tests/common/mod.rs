@@ -254,7 +254,7 @@ fn ip(args: &[&str]) -> std::process::Output {
         .expect("run ip (iproute2)")
 }
 
-fn ip_ok(args: &[&str]) {
+pub fn ip_ok(args: &[&str]) {
     let o = ip(args);
     assert!(
         o.status.success(),
