@@ -11,7 +11,7 @@
 
 use crate::backend::Backend;
 use crate::time::Duration;
-use crate::verbs::Context;
+use crate::verbs::{Context, Qp};
 use anyhow::{bail, Context as _, Result};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -27,6 +27,34 @@ pub fn random_psn(salt: u32) -> u32 {
     x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
     x ^= x >> 33;
     (x as u32) & 0xFF_FFFF
+}
+
+/// How long the peer must have sent nothing on our QPs before a tool's
+/// port goes away: more than three of the tools' 67 ms ACK timeouts.
+pub const LINGER_QUIET: Duration = Duration::from_millis(250);
+/// The longest a tool lingers after its run.
+pub const LINGER_MAX: Duration = Duration::from_secs(3);
+
+/// Keeps the port answering after a run until the peer has been quiet on
+/// `qps` for [`LINGER_QUIET`] (at most [`LINGER_MAX`]). Our last ACK may
+/// be lost: the peer then sends its last packets again after its ACK
+/// timeout, and a duplicate must be acknowledged again (IBTA §9.7.5.1.1),
+/// or the peer's retries run out after we have gone.
+pub fn linger<B: Backend>(ctx: &mut Context<B>, qps: &[&Qp]) {
+    let rcvd = |ctx: &Context<B>| -> u64 {
+        qps.iter()
+            .filter_map(|q| ctx.qp_counters(q).ok())
+            .map(|c| c.rcvd_pkts)
+            .sum()
+    };
+    let start = ctx.now();
+    loop {
+        let before = rcvd(ctx);
+        ctx.progress_until(LINGER_QUIET, |_| false);
+        if rcvd(ctx) == before || ctx.now() - start >= LINGER_MAX {
+            return;
+        }
+    }
 }
 
 /// The connection to the peer tool.

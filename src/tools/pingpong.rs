@@ -165,8 +165,8 @@ pub fn run<B: Backend>(
     writeln!(out, "{}", address_line("local", &local))?;
     writeln!(out, "{}", address_line("remote", &remote))?;
     let (elapsed, bad) = ping_pong(ctx, role, opts, limit, &o)?;
-    // Let the last ACK leave before the port goes away.
-    ctx.progress_until(Duration::from_millis(50), |_| false);
+    // Answer the peer's resends if our last ACK was lost.
+    super::exchange::linger(ctx, &[&o.qp]);
     let counters = ctx.qp_counters(&o.qp)?;
     o.destroy(ctx)?;
     Ok(PingpongReport {

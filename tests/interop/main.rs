@@ -162,11 +162,12 @@ fn run(cells: &[Cell], docs: Option<&Path>) -> Result<bool, String> {
                         f.detail,
                         dir.display()
                     ));
-                    // A peer left running would hold the TCP port.
-                    lab.guest.run(
-                        "pkill ib_; pkill ibv_rc_pingpong; true",
-                        Duration::from_secs(10),
-                    );
+                    // A new guest: a peer left running would hold the TCP
+                    // port, and an rxe QP can outlive its killed process
+                    // and go on resending (seen: 20 s of one message's
+                    // resends), which would be in the next cells' captures.
+                    drop(lab);
+                    lab = Lab::start(&image, &out.join("lab"), LINK_MTU)?;
                     break;
                 }
             }
@@ -721,40 +722,38 @@ fn results_table(outcomes: &[Outcome]) -> String {
             s.push('\n');
         }
     }
-    let spots: Vec<&Outcome> = outcomes.iter().filter(|o| o.cell.is_spot()).collect();
-    if !spots.is_empty() {
-        s.push_str(
-            "\n| peer | tool | role | path MTU | result |\n| --- | --- | --- | --- | --- |\n",
-        );
-        for o in spots {
-            s.push_str(&format!(
-                "| rxe ({}) | {} | {} | {} |{}\n",
-                o.cell.tool.peer(),
-                o.cell.tool.name(),
-                role_name(o.cell.role),
-                o.cell.mtu,
-                verdict(o)
-            ));
-        }
-    }
-    let v6: Vec<&Outcome> = outcomes.iter().filter(|o| o.cell.ipv6).collect();
-    if !v6.is_empty() {
-        s.push_str(
-            "\n| peer | tool | role | GIDs | path MTU | result |\n| --- | --- | --- | --- | --- | --- |\n",
-        );
-        for o in v6 {
-            s.push_str(&format!(
-                "| rxe ({}) | {} | {} | {} ↔ {} | {} |{}\n",
-                o.cell.tool.peer(),
-                o.cell.tool.name(),
-                role_name(o.cell.role),
-                lab::FERROCE_IP6,
-                lab::GUEST_IP6,
-                o.cell.mtu,
-                verdict(o)
-            ));
-        }
-    }
+    // The cells outside the grid: one table each, a row per cell; `what`
+    // fills the columns between the role and the result.
+    let side_table =
+        |s: &mut String, head: &str, cells: Vec<&Outcome>, what: &dyn Fn(&Cell) -> String| {
+            if cells.is_empty() {
+                return;
+            }
+            let cols = head.matches('|').count() - 1;
+            s.push_str(&format!("\n{head}\n{}|\n", "| --- ".repeat(cols)));
+            for o in cells {
+                s.push_str(&format!(
+                    "| rxe ({}) | {} | {} | {} |{}\n",
+                    o.cell.tool.peer(),
+                    o.cell.tool.name(),
+                    role_name(o.cell.role),
+                    what(&o.cell),
+                    verdict(o)
+                ));
+            }
+        };
+    side_table(
+        &mut s,
+        "| peer | tool | role | path MTU | result |",
+        outcomes.iter().filter(|o| o.cell.is_spot()).collect(),
+        &|c| c.mtu.to_string(),
+    );
+    side_table(
+        &mut s,
+        "| peer | tool | role | GIDs | path MTU | result |",
+        outcomes.iter().filter(|o| o.cell.ipv6).collect(),
+        &|c| format!("{} ↔ {} | {}", lab::FERROCE_IP6, lab::GUEST_IP6, c.mtu),
+    );
     let reruns: Vec<String> = outcomes
         .iter()
         .flat_map(|o| {

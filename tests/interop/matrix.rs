@@ -150,6 +150,19 @@ impl fmt::Display for Variant {
 pub const MIB: usize = 1 << 20;
 
 impl Cell {
+    /// `tool` in `role` at path MTU `mtu`, over IPv4, without loss or CE
+    /// marks.
+    pub fn plain(tool: Tool, role: Role, mtu: u16) -> Cell {
+        Cell {
+            tool,
+            role,
+            mtu,
+            loss: None,
+            ce: false,
+            ipv6: false,
+        }
+    }
+
     /// Every cell, in the order they run: every tool in both roles at path
     /// MTU 1024, 2048 and 4096 without loss and at 1024 and 4096 with it,
     /// the CE-marking cells, and spot cells at path MTU 256 and 512.
@@ -163,12 +176,8 @@ impl Cell {
                 for tool in Tool::ALL {
                     for role in [Role::FerroceServer, Role::FerroceClient] {
                         v.push(Cell {
-                            tool,
-                            role,
-                            mtu,
                             loss,
-                            ce: false,
-                            ipv6: false,
+                            ..Cell::plain(tool, role, mtu)
                         });
                     }
                 }
@@ -177,36 +186,21 @@ impl Cell {
         for tool in CE_TOOLS {
             for role in [Role::FerroceServer, Role::FerroceClient] {
                 v.push(Cell {
-                    tool,
-                    role,
-                    mtu: 1024,
-                    loss: None,
                     ce: true,
-                    ipv6: false,
+                    ..Cell::plain(tool, role, 1024)
                 });
             }
         }
         for (tool, mtu) in SPOT {
             for role in [Role::FerroceServer, Role::FerroceClient] {
-                v.push(Cell {
-                    tool,
-                    role,
-                    mtu,
-                    loss: None,
-                    ce: false,
-                    ipv6: false,
-                });
+                v.push(Cell::plain(tool, role, mtu));
             }
         }
         for tool in IPV6_TOOLS {
             for role in [Role::FerroceServer, Role::FerroceClient] {
                 v.push(Cell {
-                    tool,
-                    role,
-                    mtu: 4096,
-                    loss: None,
-                    ce: false,
                     ipv6: true,
+                    ..Cell::plain(tool, role, 4096)
                 });
             }
         }

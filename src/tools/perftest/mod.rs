@@ -591,8 +591,9 @@ pub fn run<B: Backend>(
     let mut bad = 0;
     let outcome = data_phase(ctx, &mut ch, &mut s, limit, out, &mut errors, &mut bad)?;
     ch.close(ctx);
-    // Let the last ACKs leave and the peer's last frames be answered.
-    ctx.progress_until(Duration::from_millis(50), |_| false);
+    // Answer the peer's resends if our last ACKs were lost.
+    let qps: Vec<&Qp> = s.qps.iter().collect();
+    crate::tools::exchange::linger(ctx, &qps);
     let counters = s.counters(ctx)?;
     let (local, remote) = s.destroy(ctx)?;
     Ok(Report {
