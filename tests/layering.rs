@@ -468,3 +468,38 @@ fn the_checker_refuses_long_functions_and_files() {
         1
     );
 }
+
+/// Tests that need root are ignored with a reason that starts "needs
+/// root", and scripts/test.sh runs them, as root, by naming their test
+/// binaries: a
+/// test file with such a test that the script does not name would never
+/// run in CI.
+#[test]
+fn every_test_file_with_root_tests_is_run_by_test_sh() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let script = std::fs::read_to_string(root.join("scripts/test.sh")).unwrap();
+    let mut files = Vec::new();
+    rust_files(&root.join("tests"), &mut files);
+    rust_files(&root.join("src"), &mut files);
+    let mut missing = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        // Spelled in two pieces so that this file does not match itself.
+        if !text.contains(concat!("#[ignore = \"needs ", "root")) {
+            continue;
+        }
+        let rel = f.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+        let name = rel
+            .strip_prefix("tests/")
+            .and_then(|n| n.strip_suffix(".rs"))
+            .filter(|n| !n.contains('/'));
+        match name {
+            Some(n) if script.contains(&format!("--test {n} ")) => {}
+            _ => missing.push(rel),
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "root-only tests that scripts/test.sh does not run: {missing:?} (name their test binary in its root step)"
+    );
+}
