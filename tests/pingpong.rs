@@ -92,6 +92,24 @@ fn pingpong(size: u32, iters: u32, mtu: u32) {
     let roce: u64 = totals.split(' ').next().unwrap_or("0").parse().unwrap_or(0);
     assert!(roce >= want, "{totals} (want at least {want})");
     assert!(totals.contains(" 0 icrc bad, 0 malformed"), "{totals}");
+    // The path MTU is the one asked for: the largest SEND payload either
+    // way is the MTU (or the message, when it is shorter).
+    let j = run(
+        &["decode", "--json", pcap.to_str().unwrap()],
+        Duration::from_secs(60),
+    );
+    let largest = j
+        .stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["opcode"].as_str().is_some_and(|o| o.contains("SEND")))
+        .filter_map(|v| v["payload_len"].as_u64())
+        .max();
+    assert_eq!(
+        largest,
+        Some(size.min(mtu) as u64),
+        "{what}: the largest SEND payload"
+    );
 }
 
 /// Few iterations: two busy-polling processes on a 2-core machine see a
@@ -101,6 +119,7 @@ fn pingpong(size: u32, iters: u32, mtu: u32) {
 fn pingpong_against_itself_over_memif() {
     pingpong(4096, 300, 1024);
     pingpong(100, 100, 4096);
+    pingpong(16384, 50, 4096);
 }
 
 /// Over a veth pair between two network namespaces through

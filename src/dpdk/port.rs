@@ -79,6 +79,9 @@ struct PortInner {
     opts: PortOptions,
     /// A net_af_packet device's interface and ring slot size.
     af_packet: Option<AfPacketArgs>,
+    /// A net_memif device: it copies whole mbufs through its shared
+    /// buffers (chaining them), whatever the ethdev MTU says.
+    memif: bool,
     /// Ring drops read from the kernel so far (each read zeroes its count).
     ring_drops: std::sync::atomic::AtomicU64,
     /// For ring links: the rings both ends share, freed after both close.
@@ -123,6 +126,7 @@ impl Port {
             name: name.to_string(),
             opts: opts.clone(),
             af_packet: device.af_packet(),
+            memif: device.port_name().starts_with("net_memif"),
             ring_drops: Default::default(),
             _link: None,
             pool: pool.clone(),
@@ -197,6 +201,7 @@ impl Port {
             name: name.to_string(),
             opts: opts.clone(),
             af_packet: None,
+            memif: false,
             ring_drops: Default::default(),
             _link: Some(rings.clone()),
             pool: pool.clone(),
@@ -250,7 +255,9 @@ impl Port {
     /// both the kernel interface (its MTU) and a ring slot (`framesz` less
     /// the kernel's 66 bytes) hold; the ethdev MTU (1500, the PMD's
     /// `max_rx_pktlen` of 1518) says nothing there. Any other port carries
-    /// its ethdev MTU. Both are bounded by the mbufs' data room.
+    /// its ethdev MTU, but a net_memif port, which copies whole mbufs
+    /// through its shared buffers. All are bounded by the mbufs' data
+    /// room.
     pub fn frame_limit(&self) -> Result<FrameLimit> {
         const ETH: usize = crate::wire::len::ETH;
         const ETH_VLAN: usize = crate::wire::len::ETH_VLAN;
@@ -276,6 +283,13 @@ impl Port {
                 };
                 (mtu, max_frame, source)
             }
+            None if self.0.memif => (
+                room.saturating_sub(ETH) as u32,
+                room,
+                format!(
+                    "net_memif carries whole mbufs of {room} B (mempool data_room); its ethdev MTU does not bound it"
+                ),
+            ),
             None => {
                 let mtu = u32::from(self.mtu()?);
                 (
