@@ -328,6 +328,13 @@ impl PortConfig {
             .map(|id| crate::transport::Vlan::new(id, self.vlan_pcp))
     }
 
+    /// The port's GID table: `ip` at index 0, then `gids`.
+    pub fn gid_table(&self) -> Vec<std::net::IpAddr> {
+        std::iter::once(self.ip.into())
+            .chain(self.gids.iter().map(|g| g.to_canonical()))
+            .collect()
+    }
+
     /// The `device` string parsed: a ring link, a vdev or a PCI device.
     pub fn device(&self) -> Result<DeviceSpec, crate::dpdk::InvalidOption> {
         DeviceSpec::parse(&self.device)

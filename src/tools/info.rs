@@ -38,8 +38,9 @@ pub fn run(cfg: &Config) -> Result<bool> {
             link.speed_mbps
         );
         if !pc.gids.is_empty() {
-            let gids: Vec<String> = std::iter::once(std::net::IpAddr::from(pc.ip))
-                .chain(pc.gids.iter().copied())
+            let gids: Vec<String> = pc
+                .gid_table()
+                .into_iter()
                 .enumerate()
                 .map(|(i, g)| format!("{i} {}", std::net::Ipv6Addr::from(crate::wire::gid_of(g))))
                 .collect();

@@ -144,10 +144,8 @@ pub fn run<B: Backend>(
     ensure!(opts.size > 0, "-s: the message size must be positive");
     ensure!(opts.iters > 0, "-n: at least one iteration");
     ensure!(opts.rx_depth >= 2, "-r: rx_depth must be at least 2");
-    if opts.mtu > ctx.query_port().active_mtu {
-        return Err(anyhow::Error::new(ctx.path_mtu_error(opts.mtu))
-            .context(format!("-m {}", opts.mtu.bytes())));
-    }
+    ctx.check_path_mtu(opts.mtu)
+        .with_context(|| format!("-m {}", opts.mtu.bytes()))?;
     let limit = Duration::from_nanos(opts.timeout.as_nanos() as u64);
     let o = Objects::create(ctx, opts)?;
     ctx.modify_qp(&o.qp, &init_attr(Access::LOCAL_WRITE), AttrMask::RC_INIT)?;

@@ -398,14 +398,18 @@ impl<B: Backend> Context<B> {
         }
     }
 
-    /// The error for a path MTU of `asked`, larger than the port carries.
-    pub fn path_mtu_error(&self, asked: Mtu) -> Error {
-        Error::PathMtu {
-            asked: asked.bytes(),
+    /// Whether the port's frames carry path MTU `mtu`: [`Error::PathMtu`],
+    /// naming the limit, if it is above `active_mtu`.
+    pub fn check_path_mtu(&self, mtu: Mtu) -> Result<(), Error> {
+        if mtu <= self.active_mtu {
+            return Ok(());
+        }
+        Err(Error::PathMtu {
+            asked: mtu.bytes(),
             active: self.active_mtu.bytes(),
             max_frame: self.max_frame as u32,
             source_: self.frame_source.as_str().into(),
-        }
+        })
     }
 
     /// Entry `index` of the GID table (`ibv_query_gid_ex`).
@@ -571,8 +575,8 @@ impl<B: Backend> Context<B> {
     /// `dmac` gets its MAC from ARP first.
     pub fn modify_qp(&mut self, qp: &Qp, attr: &QpAttr, mask: AttrMask) -> Result<(), Error> {
         self.mine(qp.ctx)?;
-        if mask.contains(AttrMask::PATH_MTU) && attr.path_mtu > self.active_mtu {
-            return Err(self.path_mtu_error(attr.path_mtu));
+        if mask.contains(AttrMask::PATH_MTU) {
+            self.check_path_mtu(attr.path_mtu)?;
         }
         let mut attr = *attr;
         if mask.contains(AttrMask::AV) {

@@ -549,13 +549,9 @@ pub fn run<B: Backend>(
 ) -> Result<Report> {
     let p = Params::from_opts(opts)?;
     let limit = Duration::from_nanos(opts.timeout.as_nanos() as u64);
-    let port = ctx.query_port();
-    let want = opts.mtu.unwrap_or(port.active_mtu);
-    if want > port.active_mtu {
-        return Err(
-            anyhow::Error::new(ctx.path_mtu_error(want)).context(format!("-m {}", want.bytes()))
-        );
-    }
+    let want = opts.mtu.unwrap_or(ctx.query_port().active_mtu);
+    ctx.check_path_mtu(want)
+        .with_context(|| format!("-m {}", want.bytes()))?;
     let server = matches!(role, Role::Server);
     if server {
         writeln!(out, "\n************************************")?;

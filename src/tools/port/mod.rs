@@ -120,7 +120,7 @@ pub fn on_port<W: OnContext>(
     }
     let mac = p.mac()?;
     let mut cc = ContextConfig::new(mac, pc.ip.into());
-    cc.gids.extend(pc.gids.iter().map(|g| g.to_canonical()));
+    cc.gids = pc.gid_table();
     let limit = p.frame_limit()?;
     cc.max_frame = limit.max_frame;
     cc.frame_source = limit.source.clone();
