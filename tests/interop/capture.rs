@@ -1,8 +1,9 @@
 //! What a run's capture must show, read with the crate's own pcap reader
 //! and frame parser (every frame was already judged by `ferroce decode`):
-//! traffic both ways, the operations the tool implies, packets of the
-//! path MTU, the pad of a message that is not a multiple of 4, and in the
-//! payloads ferroce sent, its buffers' bytes; and, for the rerun rule,
+//! traffic both ways, in the IP version of the cell's GIDs, the operations
+//! the tool implies, packets of the path MTU, the pad of a message that is
+//! not a multiple of 4, and in the payloads ferroce sent, its buffers'
+//! bytes; and, for the rerun rule,
 //! whether ferroce's resends waited for the ACK timeout with rxe silent.
 
 use crate::matrix::{Cell, Role, Tool, Variant};
@@ -15,6 +16,7 @@ use std::path::Path;
 struct Pkt {
     ts_ns: u64,
     from_ferroce: bool,
+    ipv6: bool,
     class: Class,
     position: Position,
     psn: Psn,
@@ -34,6 +36,7 @@ fn read(pcap: &Path, ferroce_ip: IpAddr) -> Result<Vec<Pkt>, String> {
         v.push(Pkt {
             ts_ns: rec.ts_ns,
             from_ferroce: f.ip().src().to_canonical() == ferroce_ip,
+            ipv6: f.ip().ethertype() == ferroce::wire::ethernet::ETHERTYPE_IPV6,
             class: f.info.class,
             position: f.info.position,
             psn: bth.psn,
@@ -76,6 +79,15 @@ pub fn check(cell: &Cell, v: Variant, pcap: &Path, ferroce_ip: IpAddr) -> Result
         return Err(format!(
             "{} RoCE frames, {ours} from ferroce: both ends must send",
             pkts.len()
+        ));
+    }
+    if let Some(p) = pkts.iter().find(|p| p.ipv6 != cell.ipv6) {
+        return Err(format!(
+            "a RoCE frame from {} (PSN {}) is {}; the cell's GIDs are {}",
+            if p.from_ferroce { "ferroce" } else { "rxe" },
+            p.psn,
+            if p.ipv6 { "IPv6" } else { "IPv4" },
+            if cell.ipv6 { "IPv6" } else { "IPv4" }
         ));
     }
     let (req, resp) = classes(cell.tool);
@@ -283,9 +295,10 @@ pub fn self_test(vectors: &Path) -> Result<(), String> {
     let (server, client) = (Role::FerroceServer, Role::FerroceClient);
     let size = Variant::Size;
     // (capture, cell, variant, "ferroce", the error expected or ""); rxe's
-    // perftest sends random bytes, not ferroce's count.
+    // perftest sends random bytes, not ferroce's count; the captures are
+    // IPv4.
     #[rustfmt::skip]
-    let cases: [(&str, Cell, Variant, IpAddr, &str); 7] = [
+    let cases: [(&str, Cell, Variant, IpAddr, &str); 8] = [
         ("rc_pingpong_mtu4096", cell(Tool::Pingpong, client, 4096), size(16384), g2, ""),
         ("rc_pingpong_mtu4096", cell(Tool::Pingpong, client, 1024), size(16384), g2, "largest payload"),
         ("ib_read_bw_mtu4096", cell(Tool::ReadBw, client, 4096), size(16384), g2, ""),
@@ -293,6 +306,7 @@ pub fn self_test(vectors: &Path) -> Result<(), String> {
         ("ib_write_bw", cell(Tool::WriteBw, server, 1024), size(4096), g1, ""),
         ("ib_write_bw", cell(Tool::WriteBw, client, 1024), size(4096), g2, "counts modulo"),
         ("ib_write_bw", cell(Tool::SendBw, server, 1024), size(4096), g1, "no Send packet"),
+        ("ib_write_bw", Cell { ipv6: true, ..cell(Tool::WriteBw, server, 1024) }, size(4096), g1, "is IPv4"),
     ];
     for (name, c, v, ip, want) in cases {
         let got = check(&c, v, &vectors.join(format!("{name}.pcap")), ip);
