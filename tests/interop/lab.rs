@@ -309,7 +309,7 @@ impl Lab {
             .in_ns_tethered("tcpdump")
             // -Z root: tcpdump would otherwise switch to its own user, and a
             // change of user clears the parent-death signal that tethers it.
-            .args(["-i", VETH_BR, "-n", "-s", "0", "-B", "16384", "-Z", "root"])
+            .args(["-i", VETH_BR, "-n", "-s", "0", "-B", "65536", "-Z", "root"])
             .args(["--immediate-mode", "-U", "-w"])
             .arg(path)
             .stdin(Stdio::null())
@@ -328,7 +328,7 @@ impl Lab {
             }
             std::thread::sleep(Duration::from_millis(10));
         }
-        Ok(Capture { child })
+        Ok(Capture { child, log })
     }
 }
 
@@ -371,15 +371,28 @@ fn clear_stale(dir: &Path) {
 
 pub struct Capture {
     child: Child,
+    log: PathBuf,
 }
 
 impl Capture {
-    /// Stops tcpdump (it writes out what it has on SIGTERM).
-    pub fn finish(mut self) {
+    /// Stops tcpdump (it writes out what it has on SIGTERM) and returns
+    /// the frames its socket lost ("N packets dropped by kernel", the
+    /// socket's PACKET_STATISTICS), which the capture does not hold.
+    pub fn finish(mut self) -> u64 {
         // Let the last frames reach the socket first.
         std::thread::sleep(Duration::from_millis(100));
         stop(&mut self.child, Duration::from_secs(5));
+        capture_dropped(&fs::read_to_string(&self.log).unwrap_or_default())
     }
+}
+
+/// The count on tcpdump's "N packets dropped by kernel" line (0 without
+/// one).
+fn capture_dropped(log: &str) -> u64 {
+    log.lines()
+        .filter_map(|l| l.trim().strip_suffix(" packets dropped by kernel"))
+        .filter_map(|n| n.trim().parse::<u64>().ok())
+        .sum()
 }
 
 impl Drop for Capture {

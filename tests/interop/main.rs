@@ -509,7 +509,7 @@ fn run_one(
     } else {
         Duration::from_secs(5)
     });
-    capture.finish();
+    let capture_dropped = capture.finish();
     let drops = lab.drops().map_err(|e| fail("loss rule", e))?;
     fs::write(dir.join("peer.out"), &peer.log).map_err(|e| fail("setup", e.to_string()))?;
     let ours = ours?;
@@ -583,10 +583,12 @@ fn run_one(
     fs::write(
         dir.join("rxe-counters.txt"),
         format!(
-            "# rxe0 hw_counters moved by this run; bridge drops to rxe {} from rxe {}; lost on ferroce's host {}\n{}\n",
+            "# rxe0 hw_counters moved by this run; bridge drops to rxe {} from rxe {}; lost on ferroce's host {}; \
+             missing from the capture {}\n{}\n",
             drops.0,
             drops.1,
             host_drops,
+            capture_dropped,
             shown.join("\n")
         ),
     )
@@ -595,7 +597,8 @@ fn run_one(
         .map_err(|e| fail("rxe counters", e))?;
     check_pcap(&pcap)?;
     let ip = ferroce_ip(cell);
-    let facts = capture::check(cell, v, &pcap, ip).map_err(|e| fail("capture", e))?;
+    let facts =
+        capture::check(cell, v, &pcap, ip, capture_dropped).map_err(|e| fail("capture", e))?;
     let _ = Command::new("gzip").arg("-1f").arg(&pcap).status();
     if cell.ce {
         check_cnps(&ours, facts.cnps)?;
