@@ -28,11 +28,16 @@
 //! | [`frame`] | whole-frame parse / emit (A17 §17.3) |
 //! | [`arp`] | ARP for IPv4 over Ethernet (RFC 826) |
 //! | [`ndp`] | IPv6 Neighbor Solicitation / Advertisement (RFC 4861) |
+//! | [`mad`] | the common MAD header (IBTA §13.4.2) and whole CM MADs, the UD payload to QP1 |
+//! | [`cm`] | the CM messages REQ ... SIDR_REP with every field (IBTA §12.6, §12.11) |
+//! | [`cma`] | rdma_cm's service IDs and REQ private-data header (IBTA Annex A11) |
 
 #![deny(unsafe_code)]
 
 pub mod arp;
 pub mod bth;
+pub mod cm;
+pub mod cma;
 pub mod ethernet;
 pub mod ext;
 pub mod frame;
@@ -40,6 +45,7 @@ pub mod gid;
 pub mod icrc;
 pub mod ipv4;
 pub mod ipv6;
+pub mod mad;
 pub mod ndp;
 pub mod opcode;
 pub mod psn;
@@ -47,6 +53,8 @@ pub mod udp;
 
 pub use arp::{ArpOp, ArpPacket, ArpRepr};
 pub use bth::{Bth, BthRepr};
+pub use cm::CmMessage;
+pub use cma::{CmaHdr, ServiceId};
 pub use ethernet::{EthernetFrame, EthernetRepr, MacAddr, VlanTag};
 pub use ext::{
     AckSyndrome, Aeth, AethRepr, AtomicAckEth, AtomicEth, AtomicEthRepr, Deth, DethRepr, Feth,
@@ -56,6 +64,7 @@ pub use frame::{ExtHeaders, Frame, FrameRepr, IpRepr};
 pub use gid::{gid_of, ip_of, Gid};
 pub use ipv4::{Ecn, Ipv4Packet, Ipv4Repr};
 pub use ipv6::{Ipv6Packet, Ipv6Repr};
+pub use mad::{CmMad, MadError, MadRepr};
 pub use ndp::{NaFlags, NdpFrame, NdpPacket, NdpRepr};
 pub use opcode::{HeaderSet, Opcode, OpcodeInfo, Transport};
 pub use psn::{pad_count, Psn};
