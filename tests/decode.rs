@@ -53,7 +53,7 @@ fn every_rxe_capture_decodes_clean() {
     let last = out.stdout.lines().last().unwrap();
     assert_eq!(
         last,
-        "589 roce frames, 589 icrc ok, 0 icrc bad, 0 malformed"
+        "729 roce frames, 729 icrc ok, 0 icrc bad, 0 malformed"
     );
     // One "# file" header per file, and the opcodes by name.
     assert_eq!(out.stdout.matches("\n# ").count() + 1, files.len());

@@ -50,6 +50,8 @@ fn expected_roce_frames(name: &str) -> usize {
         "ib_read_bw" | "ib_read_bw_mtu4096" | "ib_send_bw" | "ib_write_bw" => 25,
         "ib_read_lat" | "ud_pingpong" => 10,
         "ib_send_bw_rdmacm" => 79,
+        "ib_write_bw_rdmacm_mtu4096" => 99,
+        "rping_cm" => 41,
         "ib_send_lat" => 22,
         "ib_write_bw_loss" | "uc_pingpong" => 40,
         "ib_write_lat" => 20,
@@ -85,7 +87,7 @@ fn every_rxe_frame_parses_verifies_and_re_emits_exactly() {
         assert_eq!(roce, expected_roce_frames(&c.name), "{}", c.name);
         total += roce;
     }
-    assert_eq!(total, 589);
+    assert_eq!(total, 729);
 }
 
 /// What each capture is known to contain, read through our parser.
@@ -132,6 +134,17 @@ fn the_captures_show_what_their_readme_says() {
             "ib_send_bw_rdmacm" => {
                 assert!(has(0x64), "CM MADs in UD SEND ONLY");
                 assert!(frames.iter().any(|f| f.pad == 2), "pad 2");
+            }
+            "ib_write_bw_rdmacm_mtu4096" => {
+                assert!(has(0x64), "CM MADs in UD SEND ONLY");
+                assert!(
+                    has(0x06) && has(0x07) && has(0x08),
+                    "WRITE FIRST/MIDDLE/LAST"
+                );
+            }
+            "rping_cm" => {
+                assert!(has(0x64), "CM MADs in UD SEND ONLY");
+                assert!(has(0x0C) && has(0x10), "READ REQUEST, READ RESPONSE ONLY");
             }
             "rc_pingpong_loss" | "ib_write_bw_loss" | "host_peer_psn_gap" => {
                 assert_eq!(
