@@ -347,6 +347,7 @@ impl Requester {
             byte_len: w.len,
             imm_data: None,
             invalidated_rkey: None,
+            src_qp: None,
         }
     }
 

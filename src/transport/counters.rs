@@ -134,6 +134,9 @@ counters! {
         state_drops,
         /// Request packets with an opcode out of sequence or not allowed.
         opcode_errors,
+        /// UD datagrams dropped for a Q_Key other than the QP's (IBTA
+        /// §10.2.5, C10-17).
+        qkey_violation,
     }
 }
 
@@ -153,7 +156,8 @@ counters! {
         icrc_errors,
         /// Addressed to an IP that is not ours.
         wrong_destination,
-        /// Transport we do not run on this QP (UC, UD, XRC for now).
+        /// Transport we do not run (UC, XRC), or UD to an RC QP and RC to a
+        /// UD one.
         unsupported_transport,
         /// No QP with that number.
         unknown_qp,

@@ -40,14 +40,16 @@ pub mod path;
 pub mod qp;
 pub mod requester;
 pub mod responder;
+pub mod ud;
 pub mod vlan;
 pub mod wr;
 
 pub use congestion::{CongestionConfig, NpConfig};
 pub use counters::{QpCounters, RxCounters};
 pub use mr::{Access, AccessError, Lkey, MrKeys, MrSpec, MrTable, PdId, Rkey};
-pub use qp::{AddressVector, AttrMask, Mtu, QpAttr, QpState};
+pub use qp::{AddressVector, AttrMask, Mtu, QpAttr, QpState, QpType};
 pub use requester::QpConfig;
+pub use ud::{AhId, UdDest};
 pub use vlan::Vlan;
 pub use wr::{Payload, RecvWr, SendOp, SendWr, Sge, Wc, WcOpcode, WcStatus};
 
@@ -115,6 +117,9 @@ pub enum Error {
     #[error("no such memory region")]
     /// No memory region has that key.
     NoSuchMr,
+    #[error("no such address handle")]
+    /// No address handle has that number.
+    NoSuchAh,
 }
 
 /// A completion queue's handle.
@@ -210,6 +215,8 @@ pub struct QpCaps {
     pub qpn: Option<u32>,
     /// Transport tunables; `None` takes the device's.
     pub config: Option<QpConfig>,
+    /// RC or UD (`ibv_qp_init_attr.qp_type`).
+    pub qp_type: QpType,
 }
 
 impl Default for QpCaps {
@@ -223,6 +230,7 @@ impl Default for QpCaps {
             sq_sig_all: false,
             qpn: None,
             config: None,
+            qp_type: QpType::Rc,
         }
     }
 }
@@ -245,6 +253,8 @@ pub struct DeviceConfig {
     pub vlan: Option<Vlan>,
     /// ECN marking, the notification point and the reaction point.
     pub congestion: CongestionConfig,
+    /// The port's active MTU: the largest UD message ([`ud`]).
+    pub port_mtu: Mtu,
 }
 
 impl DeviceConfig {
@@ -259,6 +269,7 @@ impl DeviceConfig {
             qp: QpConfig::default(),
             vlan: None,
             congestion: CongestionConfig::default(),
+            port_mtu: Mtu::Mtu1024,
         }
     }
 }
@@ -404,6 +415,7 @@ fn flushed(qpn: u32, wr_id: u64, opcode: WcOpcode, len: u32) -> Wc {
         byte_len: len,
         imm_data: None,
         invalidated_rkey: None,
+        src_qp: None,
     }
 }
 
@@ -414,6 +426,9 @@ pub struct Device {
     mrs: MrTable,
     cqs: Vec<Cq>,
     qps: KeyMap<Qp>,
+    /// Address handles of UD sends.
+    ahs: KeyMap<ud::Ah>,
+    next_ah: u32,
     /// QPs that may have a frame to send, in turn.
     ready: VecDeque<u32>,
     next_qpn: u32,
@@ -448,6 +463,8 @@ impl Device {
             mrs: MrTable::new(),
             cqs: Vec::new(),
             qps: KeyMap::default(),
+            ahs: KeyMap::default(),
+            next_ah: 1,
             ready: VecDeque::new(),
             next_qpn: 0x11,
             rx: RxCounters::default(),
@@ -680,6 +697,27 @@ impl Device {
         Ok(())
     }
 
+    /// An address handle for UD sends to `av` (`ibv_create_ah`); `av.dmac`
+    /// must be the next hop's already.
+    pub fn create_ah(&mut self, av: &AddressVector) -> Result<AhId, Error> {
+        let ah = ud::Ah::new(&self.cfg, av)?;
+        let id = loop {
+            let n = self.next_ah;
+            self.next_ah = n.checked_add(1).unwrap_or(1);
+            if !self.ahs.contains_key(&n) {
+                break n;
+            }
+        };
+        self.ahs.insert(id, ah);
+        Ok(AhId(core::num::NonZeroU32::new(id).expect("AH numbers start at 1")))
+    }
+
+    /// Destroys an address handle (`ibv_destroy_ah`); a send posted with
+    /// it and not yet sent completes with a local QP operation error.
+    pub fn destroy_ah(&mut self, ah: AhId) -> Result<(), Error> {
+        self.ahs.remove(&ah.0.get()).map(|_| ()).ok_or(Error::NoSuchAh)
+    }
+
     /// A QP's state and attributes (`ibv_query_qp`).
     pub fn query_qp(&self, qpn: u32) -> Result<(QpState, QpAttr), Error> {
         let qp = self.qps.get(&qpn).ok_or(Error::NoSuchQp)?;
@@ -702,7 +740,7 @@ impl Device {
         };
         let qp = self.qps.get_mut(&qpn).ok_or(Error::NoSuchQp)?;
         let from = qp.state;
-        let to = qp::check_transition(from, attr, mask, &lim)?;
+        let to = qp::check_transition_of(qp.caps.qp_type, from, attr, mask, &lim)?;
         let mut new = qp.attr;
         let set = |m: AttrMask| mask.contains(m);
         if set(AttrMask::PKEY_INDEX) {
@@ -749,6 +787,9 @@ impl Device {
         }
         if set(AttrMask::EN_SQD_ASYNC_NOTIFY) {
             new.en_sqd_async_notify = attr.en_sqd_async_notify;
+        }
+        if set(AttrMask::QKEY) {
+            new.qkey = attr.qkey;
         }
         let path = if set(AttrMask::AV) || set(AttrMask::DEST_QPN) || set(AttrMask::PKEY_INDEX) {
             match new.ah_attr {
@@ -825,6 +866,9 @@ impl Device {
             _ => {}
         }
         let len = wr.payload.len();
+        if qp.caps.qp_type == QpType::Ud {
+            ud::check_post(&self.cfg, &self.ahs, &wr.op, wr.ud.as_ref(), len)?;
+        }
         if len > 1 << 31 {
             return Err(Error::InvalidArgument("message longer than 2^31 bytes"));
         }
@@ -947,8 +991,27 @@ impl Device {
             self.on_cnp(now, f);
             return;
         }
-        if f.info.transport != Transport::Rc {
-            self.rx.unsupported_transport += 1;
+        let ty = match f.info.transport {
+            Transport::Rc => QpType::Rc,
+            Transport::Ud => QpType::Ud,
+            _ => {
+                self.rx.unsupported_transport += 1;
+                return;
+            }
+        };
+        if let Some(qp) = self.qps.get(&f.dest_qp()) {
+            if qp.caps.qp_type != ty {
+                self.rx.unsupported_transport += 1;
+                return;
+            }
+        }
+        if ty == QpType::Ud {
+            let Some(qp) = self.qps.get_mut(&f.dest_qp()) else {
+                self.rx.unknown_qp += 1;
+                return;
+            };
+            ud::receive(qp, &self.cfg.pkeys, &mut self.mrs, &mut self.cqs, f);
+            self.backlogged |= !qp.backlog.is_empty();
             return;
         }
         let Some(qp) = Self::addressed_qp(&mut self.qps, &mut self.rx, &self.cfg.pkeys, f) else {
@@ -1091,15 +1154,18 @@ impl Device {
             let Some(qp) = self.qps.get_mut(&qpn) else {
                 continue;
             };
-            let sent = Self::transmit(
-                qp,
-                &mut self.mrs,
-                &mut self.cqs,
-                &mut self.events,
-                &self.cfg.congestion.np,
-                now,
-                buf,
-            );
+            let sent = match qp.caps.qp_type {
+                QpType::Rc => Self::transmit(
+                    qp,
+                    &mut self.mrs,
+                    &mut self.cqs,
+                    &mut self.events,
+                    &self.cfg.congestion.np,
+                    now,
+                    buf,
+                ),
+                QpType::Ud => ud::transmit(qp, &self.cfg, &self.ahs, &self.mrs, &mut self.cqs, buf),
+            };
             self.backlogged |= !qp.backlog.is_empty();
             if sent.is_none() {
                 qp.ready = false;

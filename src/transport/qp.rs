@@ -118,6 +118,9 @@ pub struct QpAttr {
     pub ah_attr: Option<AddressVector>,
     /// Kept as given; the drained event is raised whether or not it is set.
     pub en_sqd_async_notify: bool,
+    /// UD: the Q_Key a datagram must carry to be received, and the one
+    /// sent when a work request's Q_Key has its high bit set (IBTA §10.2.5).
+    pub qkey: u32,
 }
 
 impl Default for QpAttr {
@@ -140,8 +143,20 @@ impl Default for QpAttr {
             rnr_retry: 0,
             ah_attr: None,
             en_sqd_async_notify: false,
+            qkey: 0,
         }
     }
+}
+
+/// A QP's transport service (`ibv_qp_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub enum QpType {
+    /// Reliable Connected.
+    #[default]
+    Rc,
+    /// Unreliable Datagram: SEND only, one packet a message, each work
+    /// request naming its destination ([`super::ud`]).
+    Ud,
 }
 
 /// Which attributes a `modify_qp` gives (`ibv_qp_attr_mask`).
@@ -161,6 +176,8 @@ impl AttrMask {
     pub const PKEY_INDEX: AttrMask = AttrMask(1 << 4);
     /// [`QpAttr::port_num`] is given.
     pub const PORT: AttrMask = AttrMask(1 << 5);
+    /// [`QpAttr::qkey`] is given (UD).
+    pub const QKEY: AttrMask = AttrMask(1 << 6);
     /// [`QpAttr::ah_attr`] is given.
     pub const AV: AttrMask = AttrMask(1 << 7);
     /// [`QpAttr::path_mtu`] is given.
@@ -219,13 +236,24 @@ impl AttrMask {
         AttrMask::MAX_QP_RD_ATOMIC,
     ]);
 
-    const NAMES: [(AttrMask, &'static str); 19] = [
+    /// What a UD QP's RESET -> INIT requires (IBTA §11.2.5.2).
+    pub const UD_INIT: AttrMask = m(&[
+        AttrMask::STATE,
+        AttrMask::PKEY_INDEX,
+        AttrMask::PORT,
+        AttrMask::QKEY,
+    ]);
+    /// What a UD QP's RTR -> RTS requires.
+    pub const UD_RTS: AttrMask = m(&[AttrMask::STATE, AttrMask::SQ_PSN]);
+
+    const NAMES: [(AttrMask, &'static str); 20] = [
         (AttrMask::STATE, "STATE"),
         (AttrMask::CUR_STATE, "CUR_STATE"),
         (AttrMask::EN_SQD_ASYNC_NOTIFY, "EN_SQD_ASYNC_NOTIFY"),
         (AttrMask::ACCESS_FLAGS, "ACCESS_FLAGS"),
         (AttrMask::PKEY_INDEX, "PKEY_INDEX"),
         (AttrMask::PORT, "PORT"),
+        (AttrMask::QKEY, "QKEY"),
         (AttrMask::AV, "AV"),
         (AttrMask::PATH_MTU, "PATH_MTU"),
         (AttrMask::TIMEOUT, "TIMEOUT"),
@@ -325,6 +353,32 @@ pub fn transition_attrs(from: QpState, to: QpState) -> Option<(AttrMask, AttrMas
     })
 }
 
+/// The attributes a UD transition requires and those it allows (IBTA
+/// §11.2.5.2, the UD column: a P_Key, a port and a Q_Key at INIT, nothing
+/// more at RTR, the first PSN at RTS; the Q_Key may change on the way);
+/// `None` if the transition does not exist.
+pub fn ud_transition_attrs(from: QpState, to: QpState) -> Option<(AttrMask, AttrMask)> {
+    use QpState::*;
+    let q = AttrMask::QKEY;
+    Some(match (from, to) {
+        (_, Reset) | (_, Err) => (AttrMask::STATE, AttrMask::CUR_STATE),
+        (Reset, Init) => (AttrMask::UD_INIT, AttrMask::NONE),
+        (Init, Init) => (
+            AttrMask::STATE,
+            m(&[AttrMask::PKEY_INDEX, AttrMask::PORT, q]),
+        ),
+        (Init, Rtr) => (AttrMask::STATE, m(&[AttrMask::PKEY_INDEX, q])),
+        (Rtr, Rts) => (AttrMask::UD_RTS, m(&[AttrMask::CUR_STATE, q])),
+        (Rts, Rts) | (Sqd, Rts) => (AttrMask::STATE, m(&[AttrMask::CUR_STATE, q])),
+        (Rts, Sqd) => (AttrMask::STATE, AttrMask::EN_SQD_ASYNC_NOTIFY),
+        (Sqd, Sqd) => (
+            AttrMask::STATE,
+            m(&[AttrMask::CUR_STATE, AttrMask::PKEY_INDEX, q]),
+        ),
+        _ => return None,
+    })
+}
+
 /// Device limits a QP's attributes are checked against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
@@ -336,9 +390,21 @@ pub struct Limits {
     pub gids: usize,
 }
 
-/// Checks a `modify_qp` from `cur` with `attr` / `mask`; the error names
-/// what is wrong.
+/// Checks a `modify_qp` of an RC QP from `cur` with `attr` / `mask`; the
+/// error names what is wrong.
 pub fn check_transition(
+    cur: QpState,
+    attr: &QpAttr,
+    mask: AttrMask,
+    lim: &Limits,
+) -> Result<QpState, Error> {
+    check_transition_of(QpType::Rc, cur, attr, mask, lim)
+}
+
+/// Checks a `modify_qp` of a QP of type `ty` from `cur` with `attr` /
+/// `mask`; the error names what is wrong.
+pub fn check_transition_of(
+    ty: QpType,
     cur: QpState,
     attr: &QpAttr,
     mask: AttrMask,
@@ -354,7 +420,11 @@ pub fn check_transition(
             "CUR_STATE does not match the QP's state",
         ));
     }
-    let (req, opt) = transition_attrs(cur, to).ok_or(Error::InvalidTransition { from: cur, to })?;
+    let attrs = match ty {
+        QpType::Rc => transition_attrs(cur, to),
+        QpType::Ud => ud_transition_attrs(cur, to),
+    };
+    let (req, opt) = attrs.ok_or(Error::InvalidTransition { from: cur, to })?;
     let missing = req.minus(mask);
     if missing != AttrMask::NONE {
         return Err(Error::MissingAttr(missing.first_name()));

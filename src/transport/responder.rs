@@ -262,6 +262,7 @@ impl Responder {
             byte_len: 0,
             imm_data: None,
             invalidated_rkey: None,
+            src_qp: None,
         }
     }
 

@@ -142,6 +142,8 @@ pub struct SendWr {
     pub fence: bool,
     /// Set SE on the last packet (`IBV_SEND_SOLICITED`).
     pub solicited: bool,
+    /// UD: where the datagram goes (`wr.ud`); RC QPs ignore it.
+    pub ud: Option<super::ud::UdDest>,
 }
 
 impl SendWr {
@@ -154,6 +156,16 @@ impl SendWr {
             signaled: true,
             fence: false,
             solicited: false,
+            ud: None,
+        }
+    }
+
+    /// A signaled UD SEND (or SEND with immediate, `op`) of `payload` to
+    /// `dest`.
+    pub fn ud(wr_id: u64, op: SendOp, payload: Payload, dest: super::ud::UdDest) -> SendWr {
+        SendWr {
+            ud: Some(dest),
+            ..SendWr::new(wr_id, op, payload)
         }
     }
 }
@@ -256,4 +268,7 @@ pub struct Wc {
     pub imm_data: Option<u32>,
     /// The R_Key the sender invalidated (`IBV_WC_WITH_INV`).
     pub invalidated_rkey: Option<u32>,
+    /// UD receives: the sender's QP number (`src_qp`); the buffer starts
+    /// with the 40-byte GRH (`IBV_WC_GRH`).
+    pub src_qp: Option<u32>,
 }

@@ -637,6 +637,7 @@ impl<B: Backend> Lane<B> {
                     byte_len: 0,
                     imm_data: None,
                     invalidated_rkey: None,
+                    src_qp: None,
                 });
                 true
             }
@@ -1326,6 +1327,9 @@ impl<B: Backend + 'static> AppContext<B> {
     /// QP of another context, a full command ring, a stopped datapath.
     /// What the transport refuses comes back as an error completion (see
     /// the module doc).
+    // The refused request comes back by value, for the caller to post
+    // again without an allocation on the hot path.
+    #[allow(clippy::result_large_err)]
     pub fn post_send(&self, qp: &Qp, wr: SendWr) -> Result<(), Refused<SendWr>> {
         if qp.context_id() != self.lane().ctx_id {
             return Err(Refused {

@@ -522,6 +522,23 @@ impl<'a> Frame<'a> {
         }
     }
 
+    /// The 40 bytes a UD receive buffer starts with (libibverbs' GRH
+    /// area, `IBV_WC_GRH`): on RoCE v2 the frame's IPv6 header as
+    /// received, or 20 zero bytes and its 20-byte IPv4 header (on RoCE v2
+    /// the IP header stands in for the GRH; the layout is the Linux
+    /// kernel's `rdma_network_hdr`, which rxe copies and
+    /// `ibv_get_ah_from_wc` reads).
+    pub fn grh(&self) -> [u8; 40] {
+        let mut g = [0u8; 40];
+        let b = &self.bytes[self.ip_offset..];
+        if b[0] >> 4 == 4 {
+            g[20..].copy_from_slice(&b[..20]);
+        } else {
+            g.copy_from_slice(&b[..40]);
+        }
+        g
+    }
+
     /// The UDP header as plain values.
     pub fn udp(&self) -> UdpRepr {
         UdpRepr::parse(&UdpPacket::new_unchecked(

@@ -104,6 +104,16 @@ pub fn kernel_source_port(lqpn: u32, rqpn: u32) -> u16 {
     ((fl_low ^ (fl_high >> 14)) as u16) | 0xC000
 }
 
+/// The UDP source port rxe gives a QP when it is created (its
+/// `rxe_qp_init_req`: 0xC000 plus 14 bits of the kernel's `hash_32` of
+/// the QPN, a multiplicative hash by 0x61C88647); RC QPs trade it for
+/// [`kernel_source_port`] when their peer is known, UD QPs keep it for
+/// every datagram.
+pub fn qp_source_port(qpn: u32) -> u16 {
+    let hash14 = qpn.wrapping_mul(0x61C8_8647) >> (32 - 14);
+    0xC000 | (hash14 & 0x3FFF) as u16
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,6 +127,15 @@ mod tests {
         assert_eq!(p.len(), 108);
         assert_eq!(UdpRepr::parse(&p), r);
         assert_eq!(r.emit(&mut b, 70_000), Err(Error::FieldRange));
+    }
+
+    #[test]
+    fn qp_source_port_is_rxes() {
+        // tests/vectors/ud_pingpong.pcap: QP 0x19 sends from port 58149.
+        assert_eq!(qp_source_port(0x19), 58149);
+        assert!((0..1 << 24)
+            .step_by(9973)
+            .all(|q| qp_source_port(q) >= 0xC000));
     }
 
     #[test]

@@ -299,6 +299,7 @@ impl<B: Backend> Side<B> for Writer<'_, B::Buf> {
                 signaled: (n + 1) % self.cq_mod == 0 || n + 1 == self.count,
                 fence: false,
                 solicited: false,
+                ud: None,
             };
             if let Err(err) = self.e.dev.post_send(self.e.qp, wr) {
                 self.failure = Some(format!("post_send of WRITE {n}: {err}"));
