@@ -63,7 +63,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 pub use crate::transport::mr::RegionMemory;
 pub use crate::transport::{
     Access, AddressVector, AttrMask, Event as AsyncEvent, Mtu, Payload, QpAttr, QpCaps, QpCounters,
-    QpState, RecvWr, RxCounters, SendOp, SendWr, Sge, Wc, WcOpcode, WcStatus,
+    QpState, QpType, RecvWr, RxCounters, SendOp, SendWr, Sge, UdDest, Wc, WcOpcode, WcStatus,
 };
 
 /// What a verb refused.
@@ -181,7 +181,33 @@ impl Cq {
     }
 }
 
-/// A reliable-connected queue pair (`ibv_qp` of type `IBV_QPT_RC`).
+/// An address handle (`ibv_ah`): where a UD QP's datagrams go, its
+/// next-hop MAC resolved when it was created.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Ah {
+    ctx: u32,
+    id: transport::AhId,
+    av: AddressVector,
+}
+
+impl Ah {
+    /// Its address vector, MAC included.
+    pub fn av(&self) -> &AddressVector {
+        &self.av
+    }
+
+    /// The destination of a UD send to QP `remote_qpn` with Q_Key
+    /// `remote_qkey` (`wr.ud`).
+    pub fn dest(&self, remote_qpn: u32, remote_qkey: u32) -> UdDest {
+        UdDest {
+            ah: self.id,
+            remote_qpn,
+            remote_qkey,
+        }
+    }
+}
+
+/// A queue pair (`ibv_qp`), RC or UD as its [`QpCaps::qp_type`] says.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Qp {
     ctx: u32,
@@ -350,6 +376,7 @@ impl<B: Backend> Context<B> {
         dc.max_qp_rd_atom = cfg.max_qp_rd_atom;
         dc.vlan = cfg.vlan;
         dc.congestion = cfg.congestion;
+        dc.port_mtu = active_mtu;
         let mut host = Host::new(dc, cfg.neigh)?;
         for &(ip, mac) in &cfg.static_neigh {
             host.neigh.add_static(ip.to_canonical(), mac);
@@ -568,6 +595,37 @@ impl<B: Backend> Context<B> {
             .dev
             .create_qp(pd.id, send_cq.id, recv_cq.id, caps)?;
         Ok(Qp { ctx: self.id, qpn })
+    }
+
+    /// An address handle for `av` (`ibv_create_ah`): its GID index must be
+    /// in the table and of the same IP version as `dgid`; a zero `dmac` is
+    /// resolved from the GID (ARP or Neighbor Discovery) now, as rdma-core
+    /// does on RoCE.
+    pub fn create_ah(&mut self, av: &AddressVector) -> Result<Ah, Error> {
+        let sgid = self.query_gid(av.sgid_index)?.ip;
+        if sgid.to_canonical().is_ipv4() != av.dgid.to_canonical().is_ipv4() {
+            return Err(Error::Verb(transport::Error::InvalidAttr(
+                "dgid and sgid are of different IP versions",
+            )));
+        }
+        let mut av = *av;
+        if av.dmac == MacAddr([0; 6]) {
+            av.dmac = self.resolve(av.dgid)?;
+        }
+        let id = self.host.dev.create_ah(&av)?;
+        Ok(Ah {
+            ctx: self.id,
+            id,
+            av,
+        })
+    }
+
+    /// Destroys an address handle (`ibv_destroy_ah`).
+    pub fn destroy_ah(&mut self, ah: Ah) -> Result<(), Refused<Ah>> {
+        let r = self
+            .mine(ah.ctx)
+            .and_then(|_| self.host.dev.destroy_ah(ah.id).map_err(Error::from));
+        r.map_err(|error| Refused { error, handle: ah })
     }
 
     /// `ibv_modify_qp`: the attributes `mask` names, checked against the
