@@ -70,6 +70,75 @@ pub struct PingpongCmd {
     pub server: Option<IpAddr>,
 }
 
+impl PingpongCmd {
+    /// The run's options; an error for an MTU that is not one.
+    pub fn opts(&self) -> Result<crate::tools::pingpong::PingpongOpts> {
+        let mtu = crate::transport::Mtu::from_bytes(self.mtu)
+            .with_context(|| format!("-m {}: not 256, 512, 1024, 2048 or 4096", self.mtu))?;
+        Ok(crate::tools::pingpong::PingpongOpts {
+            size: self.size,
+            iters: self.iters,
+            mtu,
+            rx_depth: self.rx_depth,
+            tcp_port: self.at.tcp_port,
+            listener: None,
+            gid_index: self.gid_idx.unwrap_or(0),
+            timeout: std::time::Duration::from_millis(self.timeout_ms),
+            qp_type: crate::transport::QpType::Rc,
+        })
+    }
+}
+
+/// The options of `ferroce ud-pingpong` (`ibv_ud_pingpong`'s: no path
+/// MTU, the message must fit the port's).
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+pub struct UdPingpongCmd {
+    /// Where it runs and what it records.
+    #[command(flatten)]
+    pub at: ToolAt,
+    /// Bytes per message, at most the port's MTU.
+    #[arg(short = 's', long, default_value_t = 2048)]
+    pub size: u32,
+    /// Messages each way.
+    #[arg(short = 'n', long, default_value_t = 1000)]
+    pub iters: u32,
+    /// Receives posted.
+    #[arg(short = 'r', long, default_value_t = 500)]
+    pub rx_depth: u32,
+    /// GID index.
+    #[arg(short = 'g', long)]
+    pub gid_idx: Option<u8>,
+    /// Give up after this many milliseconds (the exchange and the run).
+    #[arg(long, default_value_t = 30_000)]
+    pub timeout_ms: u64,
+    /// The server's address (TCP); without it we are the server.
+    pub server: Option<IpAddr>,
+}
+
+impl UdPingpongCmd {
+    /// The run's options, as `ferroce pingpong`'s with a UD QP.
+    pub fn as_pingpong(&self) -> PingpongCmd {
+        PingpongCmd {
+            at: self.at.clone(),
+            size: self.size,
+            iters: self.iters,
+            mtu: 1024,
+            rx_depth: self.rx_depth,
+            gid_idx: self.gid_idx,
+            timeout_ms: self.timeout_ms,
+            server: self.server,
+        }
+    }
+
+    /// The run's options.
+    pub fn opts(&self) -> Result<crate::tools::pingpong::PingpongOpts> {
+        Ok(crate::tools::pingpong::PingpongOpts {
+            qp_type: crate::transport::QpType::Ud,
+            ..self.as_pingpong().opts()?
+        })
+    }
+}
+
 /// perftest's options (same letters), plus the port and what to record;
 /// the test is the subcommand's.
 #[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
@@ -164,10 +233,14 @@ impl PerftestCmd {
 #[cfg(feature = "dpdk")]
 pub use dpdk_run::{perftest, pingpong};
 
-/// Without DPDK `ferroce pingpong` is refused (its options and config
-/// checked first by the caller).
+/// Without DPDK `ferroce pingpong` and `ud-pingpong` are refused (their
+/// options and config checked first by the caller).
 #[cfg(not(feature = "dpdk"))]
-pub fn pingpong(_cfg: &Config, _a: &PingpongCmd) -> Result<bool> {
+pub fn pingpong(
+    _cfg: &Config,
+    _a: &PingpongCmd,
+    _opts: &crate::tools::pingpong::PingpongOpts,
+) -> Result<bool> {
     bail!(super::NO_DPDK)
 }
 
@@ -182,11 +255,16 @@ pub fn perftest(_cfg: &Config, _test: Test, _a: &PerftestCmd) -> Result<bool> {
 mod dpdk_run {
     use super::{PerftestCmd, PingpongCmd, Test};
     use crate::config::Config;
-    use anyhow::{Context, Result};
+    use anyhow::Result;
 
-    /// `ferroce pingpong` on the config's port `a.at.port`; Ok(false)
-    /// (exit 1) when a message arrived with wrong bytes.
-    pub fn pingpong(cfg: &Config, a: &PingpongCmd) -> Result<bool> {
+    /// `ferroce pingpong` (or `ud-pingpong`, as `opts` say) on the
+    /// config's port `a.at.port`; Ok(false) (exit 1) when a message
+    /// arrived with wrong bytes.
+    pub fn pingpong(
+        cfg: &Config,
+        a: &PingpongCmd,
+        opts: &crate::tools::pingpong::PingpongOpts,
+    ) -> Result<bool> {
         use crate::tools::pingpong::{self, PingpongOpts, PingpongReport, Role};
         use crate::tools::port::{describe_limit, on_port, OnContext};
         struct Work<'a> {
@@ -202,29 +280,17 @@ mod dpdk_run {
                 pingpong::run(ctx, &self.role, self.opts, &mut std::io::stdout())
             }
         }
-        let mtu = crate::transport::Mtu::from_bytes(a.mtu)
-            .with_context(|| format!("-m {}: not 256, 512, 1024, 2048 or 4096", a.mtu))?;
-        let opts = PingpongOpts {
-            size: a.size,
-            iters: a.iters,
-            mtu,
-            rx_depth: a.rx_depth,
-            tcp_port: a.at.tcp_port,
-            listener: None,
-            gid_index: a.gid_idx.unwrap_or(0),
-            timeout: std::time::Duration::from_millis(a.timeout_ms),
-        };
         let role = match a.server {
             Some(ip) => Role::Client(ip),
             None => Role::Server,
         };
-        let work = Work { opts: &opts, role };
+        let work = Work { opts, role };
         let run = on_port(cfg, &a.at.port, a.at.pcap.as_deref(), work)?;
         let r = run.out;
         if let (Some(n), Some(path)) = (run.frames, &a.at.pcap) {
             println!("  pcap: {n} frames written to {}", path.display());
         }
-        r.print(&opts, &mut std::io::stdout())?;
+        r.print(opts, &mut std::io::stdout())?;
         if a.at.stats {
             println!("  counters: {}", r.counters);
             println!("  host: {}", run.host);

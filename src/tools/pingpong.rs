@@ -1,6 +1,7 @@
-//! `ferroce pingpong`: rdma-core's `ibv_rc_pingpong` on a ferroce host,
-//! the same on the wire and in its TCP exchange, so that either end can be
-//! the other tool.
+//! `ferroce pingpong` and `ferroce ud-pingpong`: rdma-core's
+//! `ibv_rc_pingpong` and `ibv_ud_pingpong` on a ferroce host, the same on
+//! the wire and in their TCP exchange, so that either end can be the other
+//! tool.
 //!
 //! As `ibv_rc_pingpong` does (rdma-core `libibverbs/examples/rc_pingpong.c`):
 //! a QP with local-write access only, a random 24-bit first PSN, `rx_depth`
@@ -16,6 +17,17 @@
 //! goes to INIT and its receives are posted before the exchange: the peer
 //! may send as soon as it has our address, and a SEND that finds no
 //! receive is answered with an RNR NAK (IBTA §9.7.5.2.8).
+//!
+//! With [`QpType::Ud`] it is `ibv_ud_pingpong` (`ud_pingpong.c`): a UD QP
+//! with Q_Key 0x11111111 ([`UD_QKEY`]), a buffer of `size` + 40 bytes of
+//! 0x7b, receives of all of it (the GRH area first), SENDs of its last
+//! `size` bytes to the peer's QP through an address handle made once the
+//! peer's GID is known (the server before it answers, the client after the
+//! exchange), and no path MTU: `size` must fit the port's MTU. Its hop
+//! limit is 64, not the 1 ud_pingpong.c asks: on RoCE the kernel replaces
+//! an address handle's hop limit with its route's (`ib_resolve_eth_dmac`),
+//! and rxe's datagrams carry 64. A lost datagram stalls the ping-pong, as
+//! it stalls `ibv_ud_pingpong`: the tool has no retry.
 
 use super::exchange::{random_psn, Channel};
 use crate::backend::Backend;
@@ -23,9 +35,10 @@ use crate::time::Duration;
 use crate::tools::oob::pingpong;
 use crate::transport::connect::init_attr;
 use crate::transport::{
-    Access, AttrMask, Mtu, Payload, QpCaps, QpCounters, RecvWr, SendOp, SendWr, WcStatus,
+    Access, AddressVector, AttrMask, Mtu, Payload, QpAttr, QpCaps, QpCounters, QpState, QpType,
+    RecvWr, SendOp, SendWr, WcStatus,
 };
-use crate::verbs::{ConnectParams, Context, Cq, Mr, Pd, Qp};
+use crate::verbs::{Ah, ConnectParams, Context, Cq, Mr, Pd, Qp};
 use crate::wire::ip_of;
 use anyhow::{bail, ensure, Context as _, Result};
 use core::net::IpAddr;
@@ -34,6 +47,12 @@ use std::net::SocketAddr;
 
 /// The byte `ibv_rc_pingpong` fills its buffer with.
 pub const FILL: u8 = 0x7b;
+
+/// The Q_Key of `ibv_ud_pingpong`'s QPs (and of every datagram it sends).
+pub const UD_QKEY: u32 = 0x1111_1111;
+
+/// The GRH area in front of a UD receive ([`crate::transport::ud::GRH_LEN`]).
+const GRH: u32 = crate::transport::ud::GRH_LEN as u32;
 
 /// What to run (`ibv_rc_pingpong`'s options and defaults).
 #[derive(Debug, Clone)]
@@ -55,6 +74,9 @@ pub struct PingpongOpts {
     pub gid_index: u8,
     /// Give up after this long (the exchange and the run each).
     pub timeout: std::time::Duration,
+    /// RC (`ibv_rc_pingpong`) or UD (`ibv_ud_pingpong`, which ignores
+    /// `mtu`).
+    pub qp_type: QpType,
 }
 
 impl Default for PingpongOpts {
@@ -68,6 +90,7 @@ impl Default for PingpongOpts {
             listener: None,
             gid_index: 0,
             timeout: std::time::Duration::from_secs(30),
+            qp_type: QpType::Rc,
         }
     }
 }
@@ -121,14 +144,25 @@ impl PingpongReport {
 
 /// `ibv_rc_pingpong`'s address line.
 pub fn address_line(which: &str, d: &pingpong::Dest) -> String {
+    address_line_of(QpType::Rc, which, d)
+}
+
+/// The address line of `ibv_rc_pingpong` or (for UD) `ibv_ud_pingpong`,
+/// whose local line has a colon before the GID.
+pub fn address_line_of(ty: QpType, which: &str, d: &pingpong::Dest) -> String {
     let gid = match ip_of(&d.gid) {
         IpAddr::V4(v4) => format!("::ffff:{v4}"),
         IpAddr::V6(v6) => v6.to_string(),
     };
     // "local address:" takes one more space, to line up with "remote".
     let sep = if which.len() < 6 { "  " } else { " " };
+    let before_gid = if ty == QpType::Ud && which == "local" {
+        ":"
+    } else {
+        ","
+    };
     format!(
-        "  {which} address:{sep}LID {:#06x}, QPN {:#08x}, PSN {:#08x}, GID {gid}",
+        "  {which} address:{sep}LID {:#06x}, QPN {:#08x}, PSN {:#08x}{before_gid} GID {gid}",
         d.lid, d.qpn, d.psn
     )
 }
@@ -144,11 +178,30 @@ pub fn run<B: Backend>(
     ensure!(opts.size > 0, "-s: the message size must be positive");
     ensure!(opts.iters > 0, "-n: at least one iteration");
     ensure!(opts.rx_depth >= 2, "-r: rx_depth must be at least 2");
-    ctx.check_path_mtu(opts.mtu)
-        .with_context(|| format!("-m {}", opts.mtu.bytes()))?;
+    if opts.qp_type == QpType::Ud {
+        let mtu = ctx.query_port().active_mtu.bytes();
+        ensure!(
+            opts.size <= mtu,
+            "-s {}: Requested size larger than port MTU ({mtu})",
+            opts.size
+        );
+    } else {
+        ctx.check_path_mtu(opts.mtu)
+            .with_context(|| format!("-m {}", opts.mtu.bytes()))?;
+    }
     let limit = Duration::from_nanos(opts.timeout.as_nanos() as u64);
     let o = Objects::create(ctx, opts)?;
-    ctx.modify_qp(&o.qp, &init_attr(Access::LOCAL_WRITE), AttrMask::RC_INIT)?;
+    match opts.qp_type {
+        QpType::Rc => ctx.modify_qp(&o.qp, &init_attr(Access::LOCAL_WRITE), AttrMask::RC_INIT)?,
+        QpType::Ud => {
+            let attr = QpAttr {
+                qp_state: QpState::Init,
+                qkey: UD_QKEY,
+                ..QpAttr::default()
+            };
+            ctx.modify_qp(&o.qp, &attr, AttrMask::UD_INIT)?
+        }
+    }
     for _ in 0..opts.rx_depth {
         ctx.post_recv(&o.qp, o.recv(opts))?;
     }
@@ -159,10 +212,24 @@ pub fn run<B: Backend>(
         psn: random_psn(0),
         gid: gid.gid,
     };
-    let remote = exchange(ctx, role, opts, limit, &o.qp, &local)?;
-    writeln!(out, "{}", address_line("local", &local))?;
-    writeln!(out, "{}", address_line("remote", &remote))?;
-    let (elapsed, bad) = ping_pong(ctx, role, opts, limit, &o)?;
+    let (remote, ah) = exchange(ctx, role, opts, limit, &o.qp, &local)?;
+    writeln!(out, "{}", address_line_of(opts.qp_type, "local", &local))?;
+    writeln!(out, "{}", address_line_of(opts.qp_type, "remote", &remote))?;
+    let send = match &ah {
+        Some(ah) => {
+            let sge = o.mr.sge(GRH as usize, opts.size).context("our region")?;
+            let dest = ah.dest(remote.qpn, UD_QKEY);
+            SendWr::ud(SEND, SendOp::Send, Payload::Sges(vec![sge]), dest)
+        }
+        None => {
+            let sge = o.mr.sge(0, opts.size).context("our region")?;
+            SendWr::new(SEND, SendOp::Send, Payload::Sges(vec![sge]))
+        }
+    };
+    let (elapsed, bad) = ping_pong(ctx, role, opts, limit, &o, &send)?;
+    if let Some(ah) = ah {
+        ctx.destroy_ah(ah).map_err(|e| e.error)?;
+    }
     // Answer the peer's resends if our last ACK was lost.
     super::exchange::linger(ctx, &[&o.qp]);
     let counters = ctx.qp_counters(&o.qp)?;
@@ -177,7 +244,8 @@ pub fn run<B: Backend>(
 }
 
 /// What one end runs on: a PD, one CQ for sends and receives, a region of
-/// `size` bytes of [`FILL`] with local-write access, and the QP.
+/// `size` bytes of [`FILL`] (UD: 40 more, for the GRH) with local-write
+/// access, and the QP.
 struct Objects {
     pd: Pd,
     cq: Cq,
@@ -189,24 +257,26 @@ impl Objects {
     fn create<B: Backend>(ctx: &mut Context<B>, opts: &PingpongOpts) -> Result<Objects> {
         let pd = ctx.alloc_pd();
         let cq = ctx.create_cq(opts.rx_depth as usize + 2)?;
-        let mr = ctx.reg_mr(&pd, opts.size as usize, Access::LOCAL_WRITE)?;
+        let mr = ctx.reg_mr(&pd, recv_len(opts) as usize, Access::LOCAL_WRITE)?;
         ctx.mr_mut(&mr)?.fill(FILL);
         let caps = QpCaps {
             max_send_wr: 1,
             max_recv_wr: opts.rx_depth,
             max_send_sge: 1,
             max_recv_sge: 1,
+            qp_type: opts.qp_type,
             ..QpCaps::default()
         };
         let qp = ctx.create_qp(&pd, &cq, &cq, caps)?;
         Ok(Objects { pd, cq, mr, qp })
     }
 
-    /// One receive of `size` bytes into the region.
+    /// One receive into the whole region.
     fn recv(&self, opts: &PingpongOpts) -> RecvWr {
+        let len = recv_len(opts);
         RecvWr {
             wr_id: RECV,
-            sges: vec![self.mr.sge(0, opts.size).expect("the region is size bytes")],
+            sges: vec![self.mr.sge(0, len).expect("the region is this long")],
         }
     }
 
@@ -219,9 +289,17 @@ impl Objects {
     }
 }
 
+/// Bytes a receive takes: the message, and for UD the GRH before it.
+fn recv_len(opts: &PingpongOpts) -> u32 {
+    match opts.qp_type {
+        QpType::Rc => opts.size,
+        QpType::Ud => opts.size + GRH,
+    }
+}
+
 /// The TCP exchange of addresses, connecting `qp` to the peer's on the
 /// way (the server before it answers, the client before it closes).
-/// Returns the peer's address.
+/// Returns the peer's address, and for UD the address handle to it.
 fn exchange<B: Backend>(
     ctx: &mut Context<B>,
     role: &Role,
@@ -229,7 +307,7 @@ fn exchange<B: Backend>(
     limit: Duration,
     qp: &Qp,
     local: &pingpong::Dest,
-) -> Result<pingpong::Dest> {
+) -> Result<(pingpong::Dest, Option<Ah>)> {
     let params = ConnectParams {
         mtu: opts.mtu,
         timeout: 14,
@@ -241,7 +319,10 @@ fn exchange<B: Backend>(
         sgid_index: opts.gid_index,
         ..ConnectParams::default()
     };
-    let connect = |ctx: &mut Context<B>, remote: &pingpong::Dest| -> Result<()> {
+    let connect = |ctx: &mut Context<B>, remote: &pingpong::Dest| -> Result<Option<Ah>> {
+        if opts.qp_type == QpType::Ud {
+            return ud_connect(ctx, qp, opts.gid_index, local.psn, remote).map(Some);
+        }
         ctx.connect(
             qp,
             remote.qpn,
@@ -250,7 +331,8 @@ fn exchange<B: Backend>(
             local.psn,
             remote.psn,
         )
-        .context("connecting the QP")
+        .context("connecting the QP")?;
+        Ok(None)
     };
     let remote = match role {
         Role::Client(server) => {
@@ -259,22 +341,52 @@ fn exchange<B: Backend>(
             ch.write(ctx, &local.emit())?;
             let remote = pingpong::Dest::parse(&ch.read(ctx, pingpong::MSG_LEN)?)?;
             ch.write(ctx, pingpong::DONE)?;
-            connect(ctx, &remote)?;
+            let ah = connect(ctx, &remote)?;
             ch.close(ctx);
-            remote
+            (remote, ah)
         }
         Role::Server => {
             let mut ch = Channel::accept(ctx, opts.listener.as_deref(), opts.tcp_port, limit)?;
             let remote = pingpong::Dest::parse(&ch.read(ctx, pingpong::MSG_LEN)?)?;
-            connect(ctx, &remote)?;
+            let ah = connect(ctx, &remote)?;
             ch.write(ctx, &local.emit())?;
             let done = ch.read(ctx, pingpong::DONE.len())?;
             ensure!(done == pingpong::DONE, "the client did not say done");
             ch.close(ctx);
-            remote
+            (remote, ah)
         }
     };
     Ok(remote)
+}
+
+/// ud_pingpong.c's `pp_connect_ctx`: the UD QP to RTR and to RTS with
+/// our first PSN, then an address handle to the peer's GID from ours at
+/// `gid_index` (its MAC resolved now).
+fn ud_connect<B: Backend>(
+    ctx: &mut Context<B>,
+    qp: &Qp,
+    gid_index: u8,
+    sq_psn: u32,
+    remote: &pingpong::Dest,
+) -> Result<Ah> {
+    let mut attr = QpAttr {
+        qp_state: QpState::Rtr,
+        ..QpAttr::default()
+    };
+    ctx.modify_qp(qp, &attr, AttrMask::STATE)?;
+    attr.qp_state = QpState::Rts;
+    attr.sq_psn = sq_psn;
+    ctx.modify_qp(qp, &attr, AttrMask::UD_RTS)?;
+    let av = AddressVector {
+        dgid: ip_of(&remote.gid),
+        dmac: crate::wire::MacAddr([0; 6]),
+        sgid_index: gid_index,
+        hop_limit: 64,
+        traffic_class: 0,
+        flow_label: 0,
+        src_port: None,
+    };
+    ctx.create_ah(&av).context("creating the address handle")
 }
 
 /// The work request IDs: rc_pingpong.c's `PINGPONG_RECV_WRID` and
@@ -291,10 +403,15 @@ fn ping_pong<B: Backend>(
     opts: &PingpongOpts,
     limit: Duration,
     o: &Objects,
+    send_wr: &SendWr,
 ) -> Result<(Duration, u32)> {
     let Objects { cq, mr, qp, .. } = o;
-    let sge = mr.sge(0, opts.size).context("our region")?;
-    let send = || SendWr::new(SEND, SendOp::Send, Payload::Sges(vec![sge]));
+    let send = || send_wr.clone();
+    // A UD receive holds the GRH first; the message is what follows.
+    let (at, want) = match opts.qp_type {
+        QpType::Rc => (0, opts.size),
+        QpType::Ud => (GRH as usize, opts.size + GRH),
+    };
     // `run` posted rx_depth receives before the exchange.
     let mut routs = opts.rx_depth;
     let start = ctx.now();
@@ -337,8 +454,8 @@ fn ping_pong<B: Backend>(
                         }
                     }
                     rcnt += 1;
-                    let data = ctx.mr(mr)?;
-                    if wc.byte_len != opts.size || data.iter().any(|&b| b != FILL) {
+                    let data = &ctx.mr(mr)?[at..];
+                    if wc.byte_len != want || data.iter().any(|&b| b != FILL) {
                         bad += 1;
                     }
                 }
@@ -396,21 +513,25 @@ mod tests {
         );
     }
 
-    /// Both ends in one process, each on its own thread and end of an
-    /// in-process link, the exchange over TCP on localhost.
-    #[test]
-    fn server_and_client_ping_pong_over_a_loopback_link() {
+    /// Both ends of `qp_type` in one process, each on its own thread and
+    /// end of an in-process link, the exchange over TCP on localhost:
+    /// (the client's report and lines, the server's).
+    fn both_ends(
+        qp_type: QpType,
+        size: u32,
+    ) -> (PingpongOpts, PingpongReport, String, PingpongReport, String) {
         let _one = crate::tools::spinning_pair();
         let (pa, pb) = loopback::pair(1024, 4352);
         // A TCP listener of this test's own (port 0), so that no test
         // running beside it meets it on a port.
         let l = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
         let opts = PingpongOpts {
-            size: 4096,
+            size,
             iters: 200,
             tcp_port: l.local_addr().unwrap().port(),
             listener: Some(std::sync::Arc::new(l)),
             timeout: std::time::Duration::from_secs(20),
+            qp_type,
             ..PingpongOpts::default()
         };
         let o2 = opts.clone();
@@ -426,7 +547,52 @@ mod tests {
             .unwrap_or_else(|e| panic!("client: {e:#}"));
         let out_c = String::from_utf8(out).unwrap();
         let (rs, out_s) = server.join().unwrap();
-        let rs = rs.unwrap();
+        let rs = rs.unwrap_or_else(|e| panic!("server: {e:#}"));
+        (opts, rc, out_c, rs, out_s)
+    }
+
+    /// A UD ping-pong as ibv_ud_pingpong's: every datagram arrives after
+    /// its 40-byte GRH area, all 0x7b; the address lines as
+    /// ud_pingpong.c prints them (tests/vectors' ud_pingpong.client.txt).
+    #[test]
+    fn ud_ping_pong_over_a_loopback_link() {
+        let (opts, rc, out_c, rs, out_s) = both_ends(QpType::Ud, 1024);
+        assert_eq!(rc.remote, rs.local);
+        assert_eq!((rc.bad_payloads, rs.bad_payloads), (0, 0));
+        assert_eq!((rc.counters.rdma_sends, rs.counters.rdma_recvs), (200, 200));
+        assert_eq!(rc.counters.out_of_buffer + rs.counters.out_of_buffer, 0);
+        assert!(out_c.contains(": GID ::ffff:198.18.0.2"), "{out_c}");
+        assert!(
+            out_s.contains("remote address: LID 0x0000, QPN 0x"),
+            "{out_s}"
+        );
+        let mut lines = Vec::new();
+        rc.print(&opts, &mut lines).unwrap();
+        assert!(String::from_utf8(lines)
+            .unwrap()
+            .starts_with("409600 bytes in "));
+    }
+
+    /// A message larger than the port's MTU is refused as ud_pingpong.c
+    /// refuses it.
+    #[test]
+    fn a_ud_message_above_the_port_mtu_is_refused() {
+        let (pa, _pb) = loopback::pair(16, 4352);
+        let opts = PingpongOpts {
+            size: 8192,
+            qp_type: QpType::Ud,
+            ..PingpongOpts::default()
+        };
+        let e = run(&mut ctx(pa, 1), &Role::Server, &opts, &mut Vec::new()).unwrap_err();
+        assert_eq!(
+            format!("{e:#}"),
+            "-s 8192: Requested size larger than port MTU (4096)"
+        );
+    }
+
+    #[test]
+    fn server_and_client_ping_pong_over_a_loopback_link() {
+        let (opts, rc, out_c, rs, out_s) = both_ends(QpType::Rc, 4096);
         assert_eq!(rc.remote, rs.local);
         assert_eq!(rs.remote, rc.local);
         assert_eq!((rc.bad_payloads, rs.bad_payloads), (0, 0));

@@ -9,7 +9,7 @@ use ferroce::tools::bench::{E2eCmd, IoOpts};
 use ferroce::tools::decode::DecodeOpts;
 use ferroce::tools::demo::DemoOpts;
 use ferroce::tools::explain::ExplainOpts;
-use ferroce::tools::interop::{PerftestCmd, PingpongCmd};
+use ferroce::tools::interop::{PerftestCmd, PingpongCmd, UdPingpongCmd};
 use ferroce::tools::linktest::LinktestOpts;
 use ferroce::tools::perftest::Test;
 use std::path::PathBuf;
@@ -47,6 +47,9 @@ pub enum Cmd {
     /// exchange, so either end may be ibv_rc_pingpong (on rxe or a NIC).
     /// Without SERVER it waits for a client.
     Pingpong(PingpongCmd),
+    /// rdma-core's ibv_ud_pingpong on a DPDK port: a UD QP, the same wire
+    /// and TCP exchange, so either end may be ibv_ud_pingpong.
+    UdPingpong(UdPingpongCmd),
     /// perftest's ib_write_bw: RDMA WRITE bandwidth. Either end may be
     /// perftest (its default TCP exchange, not RDMA-CM). Without SERVER it
     /// waits for a client.

@@ -27,10 +27,14 @@ fn main() -> ExitCode {
         Cmd::Bench {
             what: BenchCmd::Wire(opts),
         } => tools::bench::wire::run(&opts),
-        Cmd::Pingpong(a) => {
+        Cmd::Pingpong(a) => a.opts().and_then(|opts| {
             a.at.config()
-                .and_then(|cfg| tools::interop::pingpong(&cfg, &a))
-        }
+                .and_then(|cfg| tools::interop::pingpong(&cfg, &a, &opts))
+        }),
+        Cmd::UdPingpong(u) => u.opts().and_then(|opts| {
+            u.at.config()
+                .and_then(|cfg| tools::interop::pingpong(&cfg, &u.as_pingpong(), &opts))
+        }),
         cmd => match cmd.perftest() {
             Some((t, a)) => a
                 .check(t)
