@@ -21,6 +21,8 @@ struct Pkt {
     position: Position,
     psn: Psn,
     dest_qp: u32,
+    /// The DETH's Q_Key (UD).
+    qkey: Option<u32>,
     payload: Vec<u8>,
     pad: u8,
 }
@@ -41,6 +43,7 @@ fn read(pcap: &Path, ferroce_ip: IpAddr) -> Result<Vec<Pkt>, String> {
             position: f.info.position,
             psn: bth.psn,
             dest_qp: bth.dest_qp,
+            qkey: f.ext().deth.map(|d| d.qkey),
             payload: f.payload.to_vec(),
             pad: f.pad,
         });
@@ -52,7 +55,7 @@ fn read(pcap: &Path, ferroce_ip: IpAddr) -> Result<Vec<Pkt>, String> {
 /// responder's), where the requester is the tool's client.
 fn classes(tool: Tool) -> (&'static [Class], &'static [Class]) {
     match tool {
-        Tool::Pingpong | Tool::SendLat => (&[Class::Send], &[Class::Send]),
+        Tool::Pingpong | Tool::UdPingpong | Tool::SendLat => (&[Class::Send], &[Class::Send]),
         Tool::WriteLat => (&[Class::Write], &[Class::Write]),
         Tool::WriteBw => (&[Class::Write], &[Class::Ack]),
         Tool::SendBw => (&[Class::Send], &[Class::Ack]),
@@ -95,6 +98,18 @@ pub fn check(
             p.psn,
             if p.ipv6 { "IPv6" } else { "IPv4" },
             if cell.ipv6 { "IPv6" } else { "IPv4" }
+        ));
+    }
+    // A UD tool's datagrams all carry ibv_ud_pingpong's Q_Key; nothing
+    // else carries a DETH.
+    let want_qkey = cell.tool.is_ud().then_some(UD_QKEY);
+    if let Some(p) = pkts.iter().find(|p| p.qkey != want_qkey) {
+        return Err(format!(
+            "a {:?} packet from {} (PSN {}) has Q_Key {:x?}; the cell's is {want_qkey:x?}",
+            p.class,
+            if p.from_ferroce { "ferroce" } else { "rxe" },
+            p.psn,
+            p.qkey
         ));
     }
     let (req, resp) = classes(cell.tool);
@@ -176,8 +191,11 @@ fn check_sizes(
     Ok(())
 }
 
-/// The bytes of the payloads: ibv_rc_pingpong and ferroce pingpong send
-/// 0x7b only; ferroce's perftest buffers hold byte `i % 251` at offset
+/// ibv_ud_pingpong's Q_Key.
+const UD_QKEY: u32 = 0x1111_1111;
+
+/// The bytes of the payloads: ibv_rc_pingpong, ibv_ud_pingpong and
+/// ferroce's two pingpongs send 0x7b only; ferroce's perftest buffers hold byte `i % 251` at offset
 /// `i`, so each of its packets continues that count, and the packets of
 /// one message continue each other (`mtu` bytes per PSN). rxe's perftest
 /// sends random bytes; write-lat's buffers are zeroes and poll flags.
@@ -187,7 +205,7 @@ fn check_sizes(
 fn check_bytes(cell: &Cell, size: usize, pkts: &[Pkt], capture_dropped: u64) -> Result<(), String> {
     const PERIOD: usize = 251;
     let mtu = cell.mtu as usize;
-    if cell.tool == Tool::Pingpong {
+    if matches!(cell.tool, Tool::Pingpong | Tool::UdPingpong) {
         if let Some(p) = pkts
             .iter()
             .filter(|p| p.class == Class::Send)
@@ -319,7 +337,7 @@ pub fn self_test(vectors: &Path) -> Result<(), String> {
     // perftest sends random bytes, not ferroce's count; the captures are
     // IPv4.
     #[rustfmt::skip]
-    let cases: [(&str, Cell, Variant, IpAddr, &str); 8] = [
+    let cases: [(&str, Cell, Variant, IpAddr, &str); 10] = [
         ("rc_pingpong_mtu4096", cell(Tool::Pingpong, client, 4096), size(16384), g2, ""),
         ("rc_pingpong_mtu4096", cell(Tool::Pingpong, client, 1024), size(16384), g2, "largest payload"),
         ("ib_read_bw_mtu4096", cell(Tool::ReadBw, client, 4096), size(16384), g2, ""),
@@ -328,6 +346,8 @@ pub fn self_test(vectors: &Path) -> Result<(), String> {
         ("ib_write_bw", cell(Tool::WriteBw, client, 1024), size(4096), g2, "counts modulo"),
         ("ib_write_bw", cell(Tool::SendBw, server, 1024), size(4096), g1, "no Send packet"),
         ("ib_write_bw", Cell { ipv6: true, ..cell(Tool::WriteBw, server, 1024) }, size(4096), g1, "is IPv4"),
+        ("ud_pingpong", cell(Tool::UdPingpong, client, 1024), size(1024), g2, ""),
+        ("ud_pingpong", cell(Tool::Pingpong, client, 1024), size(1024), g2, "Q_Key"),
     ];
     for (name, c, v, ip, want) in cases {
         let got = check(&c, v, &vectors.join(format!("{name}.pcap")), ip, 0);

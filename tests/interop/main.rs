@@ -555,8 +555,9 @@ fn run_one(
         ));
     }
     // Both tools say the path MTU they connected with (ibv_rc_pingpong
-    // prints none: its packets in the capture show it).
-    if cell.tool != Tool::Pingpong {
+    // prints none: its packets in the capture show it; UD has none, and
+    // its datagrams in the capture show the port's).
+    if !matches!(cell.tool, Tool::Pingpong | Tool::UdPingpong) {
         for (who, out) in [
             ("ferroce", ours.as_str()),
             (cell.tool.peer(), peer.log.as_str()),
@@ -717,6 +718,7 @@ fn results_table(outcomes: &[Outcome]) -> String {
                 });
                 row.push_str(&match cell {
                     None if ce && !matrix::CE_TOOLS.contains(&tool) => " — |".into(),
+                    None if loss && !tool.has_loss_cells() => " — |".into(),
                     None => " not run |".into(),
                     Some(o) => verdict(o),
                 });

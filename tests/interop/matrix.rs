@@ -7,6 +7,7 @@ use std::fmt;
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Tool {
     Pingpong,
+    UdPingpong,
     WriteBw,
     ReadBw,
     SendBw,
@@ -17,8 +18,9 @@ pub enum Tool {
 }
 
 impl Tool {
-    pub const ALL: [Tool; 8] = [
+    pub const ALL: [Tool; 9] = [
         Tool::Pingpong,
+        Tool::UdPingpong,
         Tool::WriteBw,
         Tool::ReadBw,
         Tool::SendBw,
@@ -32,6 +34,7 @@ impl Tool {
     pub fn name(self) -> &'static str {
         match self {
             Tool::Pingpong => "pingpong",
+            Tool::UdPingpong => "ud-pingpong",
             Tool::WriteBw => "write-bw",
             Tool::ReadBw => "read-bw",
             Tool::SendBw => "send-bw",
@@ -46,6 +49,7 @@ impl Tool {
     pub fn peer(self) -> &'static str {
         match self {
             Tool::Pingpong => "ibv_rc_pingpong",
+            Tool::UdPingpong => "ibv_ud_pingpong",
             Tool::WriteBw => "ib_write_bw",
             Tool::ReadBw => "ib_read_bw",
             Tool::SendBw => "ib_send_bw",
@@ -60,9 +64,21 @@ impl Tool {
     /// differ); GID 1 of the guest's rxe0 is ::ffff:198.18.0.2, RoCE v2.
     fn gid_option(self) -> &'static str {
         match self {
-            Tool::Pingpong => "-g",
+            Tool::Pingpong | Tool::UdPingpong => "-g",
             _ => "-x",
         }
+    }
+
+    /// Whether the tool has loss cells: ibv_ud_pingpong has no retry (a
+    /// lost datagram stops it, as UD allows), so it runs without loss.
+    pub fn has_loss_cells(self) -> bool {
+        self != Tool::UdPingpong
+    }
+
+    /// A UD tool: no path MTU to negotiate; its cells' "MTU" is the
+    /// port's, which its largest datagram fills.
+    pub fn is_ud(self) -> bool {
+        self == Tool::UdPingpong
     }
 
     pub fn is_bw(self) -> bool {
@@ -109,7 +125,12 @@ pub const SPOT: [(Tool, u16); 3] = [
 ];
 
 /// The tools of the IPv6 cells (path MTU 4096, both roles).
-pub const IPV6_TOOLS: [Tool; 3] = [Tool::Pingpong, Tool::WriteBw, Tool::ReadLat];
+pub const IPV6_TOOLS: [Tool; 4] = [
+    Tool::Pingpong,
+    Tool::UdPingpong,
+    Tool::WriteBw,
+    Tool::ReadLat,
+];
 
 /// A cell of the interop table (docs/interop.md): a tool in a role at a
 /// path MTU, with or without loss. It runs one or more sizes.
@@ -173,7 +194,10 @@ impl Cell {
             (Some(LOSS_EVERY), &[1024, 4096][..]),
         ] {
             for &mtu in mtus {
-                for tool in Tool::ALL {
+                for tool in Tool::ALL
+                    .into_iter()
+                    .filter(|t| loss.is_none() || t.has_loss_cells())
+                {
                     for role in [Role::FerroceServer, Role::FerroceClient] {
                         v.push(Cell {
                             loss,
@@ -274,6 +298,17 @@ impl Cell {
         if self.ce {
             return vec![Variant::Size(64), Variant::Size(MIB)];
         }
+        if self.tool.is_ud() {
+            // Datagrams of the port's MTU and one byte less (pad 1), and
+            // at 1024 a 1-byte one.
+            let m = self.mtu as usize;
+            let sizes: &[usize] = if m == 1024 {
+                &[1, m - 1, m]
+            } else {
+                &[m - 1, m]
+            };
+            return sizes.iter().map(|&s| Variant::Size(s)).collect();
+        }
         let sizes: &[usize] = match (self.mtu, self.loss) {
             _ if self.is_spot() || self.ipv6 => &[4099, 65536],
             (1024, None) => &[1, 64, 4096, 4099, MIB],
@@ -296,9 +331,14 @@ impl Cell {
         }
     }
 
-    /// The options both tools get (ours mirror the C tools').
+    /// The options both tools get (ours mirror the C tools'; a UD tool
+    /// has no path MTU).
     fn common_args(&self, v: Variant) -> Vec<String> {
-        let mut a = vec!["-m".into(), self.mtu.to_string()];
+        let mut a: Vec<String> = if self.tool.is_ud() {
+            Vec::new()
+        } else {
+            vec!["-m".into(), self.mtu.to_string()]
+        };
         match v {
             Variant::Size(s) => a.extend(["-s".into(), s.to_string()]),
             Variant::Atomic(op) => a.extend(["-A".into(), op.into()]),
@@ -364,7 +404,9 @@ impl Cell {
     pub fn result_line(&self, v: Variant) -> String {
         let n = self.iters(v);
         match (self.tool, v) {
-            (Tool::Pingpong, Variant::Size(s)) => format!("{} bytes in ", s as u64 * n as u64 * 2),
+            (Tool::Pingpong | Tool::UdPingpong, Variant::Size(s)) => {
+                format!("{} bytes in ", s as u64 * n as u64 * 2)
+            }
             (Tool::AtomicBw, _) => format!(" {:<10} {n} ", 8),
             (t, Variant::Size(s)) if t.is_bw() => format!(" {s:<10} {n} "),
             (_, Variant::Size(s)) => format!(" {s:<7} {n} "),
