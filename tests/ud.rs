@@ -7,6 +7,7 @@
 
 use core::net::IpAddr;
 use ferroce::time::Instant;
+use ferroce::transport::ud;
 use ferroce::transport::*;
 use ferroce::wire::opcode::Op;
 use ferroce::wire::{Frame, IpRepr, MacAddr, Opcode};
@@ -544,4 +545,82 @@ fn same_frame(ours: &[u8], theirs: &[u8]) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// QP1, the general services QP: rxe's CM MADs (tests/vectors/
+/// ib_send_bw_rdmacm.pcap) re-sent by a UD QP numbered 1 with Q_Key
+/// 0x80010000 and first PSN 0 are rxe's frames byte for byte (AckReq set,
+/// as rxe's GSI QP sets it, and QP1's UDP source port).
+#[test]
+fn rxe_cm_mads_from_qp1_are_ours_byte_for_byte() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/vectors/ib_send_bw_rdmacm.pcap"
+    );
+    let mut r = ferroce::pcap::open(path).unwrap();
+    let mut mads = Vec::new();
+    while let Some(rec) = r.next_record().unwrap() {
+        if let Ok(f) = Frame::parse(rec.data) {
+            if f.dest_qp() == 1 && f.ip().src() == "198.18.0.3".parse::<IpAddr>().unwrap() {
+                mads.push(rec.data.to_vec());
+            }
+        }
+    }
+    assert!(mads.len() >= 3, "REQ, RTU, DREQ at least");
+    let f0 = Frame::parse(&mads[0]).unwrap();
+    let (eth, ip) = (f0.eth(), f0.ip());
+    let mut dev = Device::new(DeviceConfig::new(eth.src, ip.src())).unwrap();
+    let pd = dev.alloc_pd();
+    let cq = dev.create_cq(64).unwrap();
+    let caps = QpCaps {
+        qp_type: QpType::Ud,
+        qpn: Some(ud::GSI_QPN),
+        ..QpCaps::default()
+    };
+    let qp1 = dev.create_qp(pd, cq, cq, caps).unwrap();
+    assert_eq!(qp1, 1);
+    let rc = QpCaps {
+        qpn: Some(1),
+        ..QpCaps::default()
+    };
+    assert_eq!(dev.create_qp(pd, cq, cq, rc), Err(Error::QpnUnavailable(1)));
+    let mut a = QpAttr {
+        qp_state: QpState::Init,
+        qkey: ud::GSI_QKEY,
+        ..QpAttr::default()
+    };
+    dev.modify_qp(qp1, &a, AttrMask::UD_INIT).unwrap();
+    a.qp_state = QpState::Rtr;
+    dev.modify_qp(qp1, &a, AttrMask::STATE).unwrap();
+    a.qp_state = QpState::Rts;
+    a.sq_psn = 0;
+    dev.modify_qp(qp1, &a, AttrMask::UD_RTS).unwrap();
+    let av = AddressVector {
+        dgid: ip.dst(),
+        dmac: eth.dst,
+        sgid_index: 0,
+        hop_limit: 64,
+        traffic_class: 0,
+        flow_label: 0,
+        src_port: None,
+    };
+    let to = UdDest {
+        ah: dev.create_ah(&av).unwrap(),
+        remote_qpn: 1,
+        remote_qkey: ud::GSI_QKEY,
+    };
+    for (i, theirs) in mads.iter().enumerate() {
+        let t = Frame::parse(theirs).unwrap();
+        let wr = SendWr::ud(
+            i as u64,
+            SendOp::Send,
+            Payload::Inline(t.payload.to_vec()),
+            to,
+        );
+        // 256 B fit the default max_inline_data.
+        dev.post_send(qp1, wr).unwrap();
+        let mut buf = vec![0u8; 2048];
+        let n = dev.poll_transmit(Instant::from_nanos(0), &mut buf).unwrap();
+        same_frame(&buf[..n], theirs).unwrap_or_else(|e| panic!("MAD {i}: {e}"));
+    }
 }

@@ -640,7 +640,9 @@ impl Device {
         cfg.check()?;
         let qpn = match caps.qpn {
             Some(n) => {
-                if !(2..=0x00FF_FFFF).contains(&n) || self.qps.contains_key(&n) {
+                // QP1 is the general services QP (IBTA §13.5.1): UD only.
+                let gsi = n == ud::GSI_QPN && caps.qp_type == QpType::Ud;
+                if !(gsi || (2..=0x00FF_FFFF).contains(&n)) || self.qps.contains_key(&n) {
                     return Err(Error::QpnUnavailable(n));
                 }
                 n
@@ -709,13 +711,18 @@ impl Device {
             }
         };
         self.ahs.insert(id, ah);
-        Ok(AhId(core::num::NonZeroU32::new(id).expect("AH numbers start at 1")))
+        Ok(AhId(
+            core::num::NonZeroU32::new(id).expect("AH numbers start at 1"),
+        ))
     }
 
     /// Destroys an address handle (`ibv_destroy_ah`); a send posted with
     /// it and not yet sent completes with a local QP operation error.
     pub fn destroy_ah(&mut self, ah: AhId) -> Result<(), Error> {
-        self.ahs.remove(&ah.0.get()).map(|_| ()).ok_or(Error::NoSuchAh)
+        self.ahs
+            .remove(&ah.0.get())
+            .map(|_| ())
+            .ok_or(Error::NoSuchAh)
     }
 
     /// A QP's state and attributes (`ibv_query_qp`).

@@ -38,6 +38,10 @@ use crate::wire::{udp, Ecn, ExtHeaders, Frame, Opcode};
 /// (IBTA §13.5.1.1: 0x80010000).
 pub const GSI_QKEY: u32 = 0x8001_0000;
 
+/// QP1's number: the general services interface (GSI, IBTA §13.5.1). A UD
+/// QP may be created with it ([`super::QpCaps::qpn`]).
+pub const GSI_QPN: u32 = 1;
+
 /// Bytes of the GRH area at the head of a UD receive buffer.
 pub const GRH_LEN: usize = 40;
 
@@ -169,7 +173,10 @@ pub(super) fn transmit(
         let pkt = Packet {
             opcode,
             psn: qp.req.psn,
-            ack_req: false,
+            // rxe sets AckReq on its GSI QP's datagrams (that QP is not of
+            // type UD there) and on no other UD QP's; receivers ignore it
+            // on UD. Ours do the same, so that MADs match rxe's.
+            ack_req: qp.qpn == GSI_QPN,
             solicited: w.wr.solicited,
             ext,
         };
