@@ -4,7 +4,8 @@
 //! - `unsafe` only in the DPDK module, each use justified by a
 //!   `// SAFETY:` line;
 //! - the layers point one way (time → wire → cc → transport → host →
-//!   verbs → tools → bin; backend and dpdk to the side; sim beside verbs):
+//!   verbs → tools → bin; cm on wire beside the transport; backend and
+//!   dpdk to the side; sim beside verbs):
 //!   [`MAY`] lists, per folder, what it may import, and the binary
 //!   imports only tools, sim and config;
 //! - the sans-IO core reads no clock and starts no thread;
@@ -26,14 +27,16 @@ const MAY: &[(&str, &[&str])] = &[
     ("cc", &["time"]),
     ("pcap", &["time", "wire"]),
     ("transport", &["time", "wire", "cc"]),
+    ("cm", &["time", "wire"]),
     ("backend", &["time", "wire", "pcap"]),
     ("dpdk", &["time", "wire", "backend"]),
-    ("host", &["time", "wire", "cc", "pcap", "transport", "backend"]),
-    ("verbs", &["time", "wire", "cc", "pcap", "transport", "backend", "host"]),
-    ("sim", &["time", "wire", "cc", "pcap", "transport", "backend", "host", "verbs", "config"]),
+    ("host", &["time", "wire", "cc", "pcap", "transport", "cm", "backend"]),
+    ("verbs", &["time", "wire", "cc", "pcap", "transport", "cm", "backend", "host"]),
+    ("sim", &["time", "wire", "cc", "pcap", "transport", "cm", "backend", "host", "verbs",
+              "config"]),
     ("config", &["time", "wire", "cc", "pcap", "transport", "backend", "dpdk"]),
-    ("tools", &["time", "wire", "cc", "pcap", "transport", "backend", "dpdk", "host", "verbs", "sim",
-                "config"]),
+    ("tools", &["time", "wire", "cc", "pcap", "transport", "cm", "backend", "dpdk", "host", "verbs",
+                "sim", "config"]),
 ];
 
 /// The crate's top-level modules.
@@ -43,6 +46,7 @@ const MODULES: &[&str] = &[
     "cc",
     "pcap",
     "transport",
+    "cm",
     "backend",
     "dpdk",
     "host",
@@ -62,6 +66,7 @@ const NEVER_STD: &[(&str, &[&str])] = &[
     ("wire", &["std::time", "std::thread"]),
     ("cc", &["std::time", "std::thread"]),
     ("transport", &["std::time", "std::thread"]),
+    ("cm", &["std::time", "std::thread"]),
 ];
 
 const MAX_FILE_LINES: usize = 1500;
@@ -419,6 +424,29 @@ const BAD_IMPORTS: &[(&str, &str, &str)] = &[
         "let t = std::time::Instant::now();",
         "transport uses std::time",
     ),
+    // The CM agent sits on the wire format alone: no transport, no host,
+    // no clock, no thread.
+    (
+        "src/cm/x.rs",
+        "use crate::transport::Device;",
+        "cm imports crate::transport",
+    ),
+    (
+        "src/cm/x.rs",
+        "use crate::{wire::cm::Req, host::Host};",
+        "cm imports crate::host",
+    ),
+    (
+        "src/cm/x.rs",
+        "std::thread::sleep(d);",
+        "cm uses std::thread",
+    ),
+    // Nothing below the host knows the CM.
+    (
+        "src/transport/x.rs",
+        "use crate::cm::CmAgent;",
+        "transport imports crate::cm",
+    ),
 ];
 
 #[test]
@@ -434,8 +462,11 @@ fn the_checker_lets_comments_and_allowed_imports_pass() {
     let ok = "//! See [`crate::dpdk::Eal`] for how it is pinned.\n\
               use crate::host::Host; // not crate::tools\n\
               use crate::{transport::Device, wire::MacAddr};\n\
+              use crate::cm::CmAgent;\n\
               use other_crate::tools::X;\n";
     assert!(import_violations(&one("src/verbs/x.rs", ok)).is_empty());
+    let cm = "use crate::time::Instant;\nuse crate::wire::{cm::Req, mad::CmMad};\n";
+    assert!(import_violations(&one("src/cm/x.rs", cm)).is_empty());
     assert!(import_violations(&one("src/tools/x.rs", "use crate::dpdk::Port;")).is_empty());
 }
 
