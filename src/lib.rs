@@ -14,6 +14,10 @@
 //! - [`transport`]: the reliable-connected transport as a sans-IO state
 //!   machine (QPs, memory regions, requester, responder, completer, the
 //!   connect steps);
+//! - [`cm`]: the InfiniBand Communication Manager as a sans-IO agent: the
+//!   REQ / REP / RTU handshake and DREQ / DREP teardown on QP1, its
+//!   resends, duplicates, rejections and TimeWait, as Linux's cm.c does
+//!   them;
 //! - [`backend`]: the `Backend` trait, the poll loop, backends that need no
 //!   DPDK, and the simulated fabric;
 //! - [`dpdk`]: the DPDK layer and all FFI (feature `dpdk`);
@@ -35,6 +39,7 @@
 
 pub mod backend;
 pub mod cc;
+pub mod cm;
 pub mod config;
 pub mod dpdk;
 pub mod host;
