@@ -19,14 +19,7 @@ use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 /// A pseudo-random 24-bit first PSN (`lrand48() & 0xffffff` in the C
 /// tools), different for each `salt` (e.g. a QP's index).
 pub fn random_psn(salt: u32) -> u32 {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    let mut x = t ^ ((std::process::id() as u64) << 32) ^ ((salt as u64) << 13);
-    x ^= x >> 33;
-    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    x ^= x >> 33;
-    (x as u32) & 0xFF_FFFF
+    crate::verbs::cm::random_psn(salt)
 }
 
 /// How long the peer must have sent nothing on our QPs before a tool's

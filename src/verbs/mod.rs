@@ -48,6 +48,7 @@
 #![deny(unsafe_code)]
 use crate::backend::{Backend, Burst};
 use crate::host::Host;
+pub mod cm;
 pub mod lcore;
 use crate::host::neigh::{Lookup, NeighConfig};
 use crate::host::pump::{pump_with, PumpStats};
@@ -72,6 +73,9 @@ pub enum Error {
     /// The transport refused (bad attribute, wrong state, full queue...).
     #[error(transparent)]
     Verb(#[from] transport::Error),
+    /// The connection manager refused (RDMA-CM verbs).
+    #[error("connection manager: {0}")]
+    Cm(crate::cm::CmError),
     /// The handle was made by another context.
     #[error("the handle belongs to another context")]
     WrongContext,
@@ -351,6 +355,8 @@ pub struct Context<B: Backend> {
     region_alloc: RegionAlloc,
     resolve_timeout: Duration,
     moved: PumpStats,
+    /// QP1 and the CM agent, once an RDMA-CM verb was called ([`cm`]).
+    cm: Option<Box<cm::Gsi>>,
 }
 
 impl<B: Backend> core::fmt::Debug for Context<B> {
@@ -394,6 +400,7 @@ impl<B: Backend> Context<B> {
             region_alloc: cfg.region_alloc,
             resolve_timeout: cfg.resolve_timeout,
             moved: PumpStats::default(),
+            cm: None,
         })
     }
 
@@ -724,6 +731,9 @@ impl<B: Backend> Context<B> {
         );
         self.moved.rx += st.rx;
         self.moved.tx += st.tx;
+        if self.cm.is_some() {
+            self.cm_round(now);
+        }
         st
     }
 
