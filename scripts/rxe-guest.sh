@@ -2,7 +2,8 @@
 # Builds the Soft-RoCE guest of the interop suite (tests/interop/) and caches
 # it: Debian 12's kernel, whose rdma_rxe module is Linux's own RoCE v2
 # implementation, and a busybox initramfs with rdma-core's libraries and rxe
-# provider, ibverbs-utils (ibv_rc_pingpong), perftest and iproute2's `rdma`.
+# provider, ibverbs-utils (ibv_rc_pingpong, ibv_ud_pingpong), perftest,
+# rdmacm-utils (rping) and iproute2's `rdma`.
 # Every file comes from Debian packages fetched with `apt-get download`;
 # nothing is installed on the host.
 #
@@ -18,14 +19,16 @@ INIT=tests/interop/guest-init.sh
 
 # The guest's programs and the libraries they load (from `readelf -d` on
 # each: libibverbs -> libnl, rdma -> libmnl/libbsd/libcap, perftest -> librdmacm
-# and libibumad, libpci -> libudev/zlib; the rxe provider is dlopen()ed by libibverbs).
+# and libibumad, libpci -> libudev/zlib; the rxe provider is dlopen()ed by libibverbs;
+# glibc dlopen()s libgcc_s when a thread exits, which rping's do).
 USER_PKGS=(busybox-static libc6 libibverbs1 ibverbs-providers ibverbs-utils
-  perftest librdmacm1 libnl-3-200 libnl-route-3-200 libpci3 libudev1 zlib1g
-  iproute2 libmnl0 libbsd0 libmd0 libcap2 libibumad3)
+  perftest librdmacm1 rdmacm-utils libgcc-s1 libnl-3-200 libnl-route-3-200 libpci3
+  libudev1 zlib1g iproute2 libmnl0 libbsd0 libmd0 libcap2 libibumad3)
 # Kernel modules wanted; their dependencies are added from each module's
 # own `depends=` field. crc32_generic backs the "crc32" hash rxe asks the
-# crypto API for (the ICRC).
-MODULES=(virtio_pci virtio_net 9pnet_virtio 9p crc32_generic rdma_rxe ib_uverbs)
+# crypto API for (the ICRC); rdma_ucm is RDMA-CM's user interface
+# (/dev/infiniband/rdma_cm), with rdma_cm and ib_cm under it.
+MODULES=(virtio_pci virtio_net 9pnet_virtio 9p crc32_generic rdma_rxe ib_uverbs rdma_ucm)
 
 log() { printf 'rxe-guest: %s\n' "$*"; }
 
@@ -75,7 +78,7 @@ KVER=$(ls "$KTREE/lib/modules")
 # --- the root: busybox, the tools, every shared library of the packages
 mkdir -p "$ROOT"/{bin,sbin,usr/bin,usr/sbin,usr/lib,lib64,proc,sys,dev,tmp,run,share,etc/libibverbs.d}
 cp "$PKGS/bin/busybox" "$ROOT/bin/"
-for f in "$PKGS"/usr/bin/{ibv_*,ib_*,rdma}; do cp "$f" "$ROOT/usr/bin/"; done
+for f in "$PKGS"/usr/bin/{ibv_*,ib_*,rdma,rping}; do cp "$f" "$ROOT/usr/bin/"; done
 # Debian 12 is merged-/usr: libraries live in usr/lib, /lib links to it.
 mkdir -p "$ROOT/usr/lib/x86_64-linux-gnu"
 for d in "$PKGS/lib/x86_64-linux-gnu" "$PKGS/usr/lib/x86_64-linux-gnu"; do

@@ -139,6 +139,120 @@ impl UdPingpongCmd {
     }
 }
 
+/// The options of `ferroce rping` (librdmacm's `rping`'s letters; `-p` is
+/// rping's port, not a TCP one).
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+pub struct RpingCmd {
+    /// The config file: EAL, mempool and ports (see configs/).
+    #[arg(long)]
+    pub config: PathBuf,
+    /// The config's `[[port]]` to use.
+    #[arg(long)]
+    pub port: String,
+    /// Print at the end the QP's counters and the CM agent's.
+    #[arg(long)]
+    pub stats: bool,
+    /// Record every frame sent and received on the port.
+    #[arg(long)]
+    pub pcap: Option<PathBuf>,
+    /// Be the server.
+    #[arg(short = 's', conflicts_with = "client")]
+    pub server: bool,
+    /// Be the client.
+    #[arg(short = 'c')]
+    pub client: bool,
+    /// The server's address (the client connects to it; the server
+    /// listens on every address of the port).
+    #[arg(short = 'a')]
+    pub addr: IpAddr,
+    /// The RDMA-CM port.
+    #[arg(short = 'p', default_value_t = super::rping::PORT)]
+    pub rdma_port: u16,
+    /// Pings (0: until stopped).
+    #[arg(short = 'C', default_value_t = 0)]
+    pub count: u32,
+    /// Bytes per ping.
+    #[arg(short = 'S', default_value_t = 64)]
+    pub size: u32,
+    /// Print each ping's data.
+    #[arg(short = 'v')]
+    pub verbose: bool,
+    /// Check each ping's data (client).
+    #[arg(short = 'V')]
+    pub validate: bool,
+    /// Our GID index.
+    #[arg(short = 'g', long, default_value_t = 0)]
+    pub gid_idx: u8,
+    /// Give up after this many milliseconds without progress.
+    #[arg(long, default_value_t = 30_000)]
+    pub timeout_ms: u64,
+}
+
+impl RpingCmd {
+    /// The run's options; one of `-s` and `-c` is needed.
+    pub fn opts(&self) -> Result<super::rping::RpingOpts> {
+        if self.server == self.client {
+            bail!("rping: one of -s (server) and -c (client)");
+        }
+        Ok(super::rping::RpingOpts {
+            server: self.server,
+            addr: self.addr,
+            port: self.rdma_port,
+            count: self.count,
+            size: self.size,
+            verbose: self.verbose,
+            validate: self.validate,
+            gid_index: self.gid_idx,
+            timeout: std::time::Duration::from_millis(self.timeout_ms),
+        })
+    }
+}
+
+/// Without DPDK `ferroce rping` is refused.
+#[cfg(not(feature = "dpdk"))]
+pub fn rping(_a: &RpingCmd, _opts: &super::rping::RpingOpts) -> Result<bool> {
+    bail!(super::NO_DPDK)
+}
+
+/// `ferroce rping` on the config's port; Ok(false) (exit 1) when a ping
+/// came back different (`-V`).
+#[cfg(feature = "dpdk")]
+pub fn rping(a: &RpingCmd, opts: &super::rping::RpingOpts) -> Result<bool> {
+    use super::port::{describe_limit, on_port, OnContext};
+    use super::rping::{self, RpingOpts, RpingReport};
+    struct Work<'a>(&'a RpingOpts);
+    impl OnContext for Work<'_> {
+        type Out = (RpingReport, String);
+        fn run<B: crate::backend::Backend>(
+            self,
+            ctx: &mut crate::verbs::Context<B>,
+        ) -> Result<(RpingReport, String)> {
+            let r = rping::run(ctx, self.0, &mut std::io::stdout())?;
+            let cm = ctx
+                .cm_counters()
+                .map(|c| format!("{c:?}"))
+                .unwrap_or_default();
+            Ok((r, cm))
+        }
+    }
+    let cfg = Config::load(&a.config)?;
+    if cfg.port(&a.port).is_none() {
+        bail!("the config has no port named {:?}", a.port);
+    }
+    let run = on_port(&cfg, &a.port, a.pcap.as_deref(), Work(opts))?;
+    let (r, cm) = run.out;
+    if let (Some(n), Some(path)) = (run.frames, &a.pcap) {
+        eprintln!("pcap: {n} frames written to {}", path.display());
+    }
+    if a.stats {
+        println!("counters: {}", r.counters);
+        println!("cm: {cm}");
+        println!("host: {}", run.host);
+        println!("port: {}", describe_limit(&run.limit));
+    }
+    Ok(r.bad == 0)
+}
+
 /// perftest's options (same letters), plus the port and what to record;
 /// the test is the subcommand's.
 #[derive(Debug, Clone, PartialEq, Eq, clap::Args)]

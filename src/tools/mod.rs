@@ -24,6 +24,7 @@ pub mod pingpong;
 #[cfg(feature = "dpdk")]
 pub mod port;
 pub mod probe;
+pub mod rping;
 
 /// What a command that needs a DPDK port says in a build without the
 /// `dpdk` feature.

@@ -61,6 +61,12 @@ fn classes(tool: Tool) -> (&'static [Class], &'static [Class]) {
         Tool::SendBw => (&[Class::Send], &[Class::Ack]),
         Tool::ReadBw | Tool::ReadLat => (&[Class::ReadRequest], &[Class::ReadResponse]),
         Tool::AtomicBw => (&[Class::Atomic], &[Class::AtomicAck]),
+        // The client SENDs buffer descriptions and answers READs; the
+        // server READs, WRITEs and SENDs go-aheads.
+        Tool::Rping => (
+            &[Class::Send, Class::ReadResponse],
+            &[Class::ReadRequest, Class::Write, Class::Send],
+        ),
     }
 }
 
@@ -100,10 +106,15 @@ pub fn check(
             if cell.ipv6 { "IPv6" } else { "IPv4" }
         ));
     }
-    // A UD tool's datagrams all carry ibv_ud_pingpong's Q_Key; nothing
-    // else carries a DETH.
-    let want_qkey = cell.tool.is_ud().then_some(UD_QKEY);
-    if let Some(p) = pkts.iter().find(|p| p.qkey != want_qkey) {
+    // A UD tool's datagrams all carry ibv_ud_pingpong's Q_Key, CM MADs
+    // to QP1 the GSI's; nothing else carries a DETH.
+    let want = |p: &Pkt| match (p.dest_qp, cell.tool.is_ud()) {
+        (1, _) => Some(GSI_QKEY),
+        (_, true) => Some(UD_QKEY),
+        (_, false) => None,
+    };
+    if let Some(p) = pkts.iter().find(|p| p.qkey != want(p)) {
+        let want_qkey = want(p);
         return Err(format!(
             "a {:?} packet from {} (PSN {}) has Q_Key {:x?}; the cell's is {want_qkey:x?}",
             p.class,
@@ -112,6 +123,8 @@ pub fn check(
             p.qkey
         ));
     }
+    // CM MADs (UD to QP1) are the connection's, not the tool's traffic.
+    let pkts: Vec<Pkt> = pkts.into_iter().filter(|p| p.dest_qp != 1).collect();
     let (req, resp) = classes(cell.tool);
     let ferroce_is_client = cell.role == Role::FerroceClient;
     for (from_ferroce, want) in [(ferroce_is_client, req), (!ferroce_is_client, resp)] {
@@ -127,6 +140,25 @@ pub fn check(
             }
         }
     }
+    // rping's SENDs are 16-byte buffer descriptions; its pings are the
+    // READ responses and WRITEs.
+    let pkts: Vec<Pkt> = if cell.tool == Tool::Rping {
+        if let Some(p) = pkts
+            .iter()
+            .find(|p| p.class == Class::Send && p.payload.len() != 16)
+        {
+            return Err(format!(
+                "an rping SEND (PSN {}) of {} B, not 16",
+                p.psn,
+                p.payload.len()
+            ));
+        }
+        pkts.into_iter()
+            .filter(|p| p.class != Class::Send)
+            .collect()
+    } else {
+        pkts
+    };
     let mut largest = (0, 0);
     for p in pkts.iter().filter(|p| carries_data(p.class)) {
         let l = if p.from_ferroce {
@@ -193,6 +225,8 @@ fn check_sizes(
 
 /// ibv_ud_pingpong's Q_Key.
 const UD_QKEY: u32 = 0x1111_1111;
+/// QP1's Q_Key (IBTA §13.5.1.1), on every CM MAD.
+const GSI_QKEY: u32 = 0x8001_0000;
 
 /// The bytes of the payloads: ibv_rc_pingpong, ibv_ud_pingpong and
 /// ferroce's two pingpongs send 0x7b only; ferroce's perftest buffers hold byte `i % 251` at offset
@@ -221,6 +255,9 @@ fn check_bytes(cell: &Cell, size: usize, pkts: &[Pkt], capture_dropped: u64) -> 
     }
     if matches!(cell.tool, Tool::WriteLat | Tool::AtomicBw) {
         return Ok(());
+    }
+    if cell.tool == Tool::Rping {
+        return check_rping_bytes(size, pkts, cell.loss.is_some() || capture_dropped > 0);
     }
     // Per QP, every message start seen: (QP, PSN, first byte). A packet
     // belongs to the nearest start at or before its PSN (go-back-N resends
@@ -271,6 +308,78 @@ fn check_bytes(cell: &Cell, size: usize, pkts: &[Pkt], capture_dropped: u64) -> 
                 "ferroce's {:?} packet PSN {} starts with {:#04x}; {k} packets into the message that began with \
                  {b0:#04x} at PSN {psn0} it must be {want:#04x}",
                 p.class, p.psn, p.payload[0]
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// rping's pings, both ways (rxe's and ferroce's alike): each READ
+/// response or WRITE message is ping K's bytes (`rdma-ping-K: `, then the
+/// letters `A`..`z` from the K-th on, NUL last), K read from its first
+/// packet; a later packet of the message continues them by the path MTU
+/// per PSN. With frames lost (`lossy`), a packet whose message start is not
+/// in the capture (the nearest one before it is another message's) is not
+/// judged.
+fn check_rping_bytes(size: usize, pkts: &[Pkt], lossy: bool) -> Result<(), String> {
+    let mtu = pkts
+        .iter()
+        .filter(|p| matches!(p.position, Position::First))
+        .map(|p| p.payload.len())
+        .max()
+        .unwrap_or(size);
+    let ping = |k: usize| -> Vec<u8> {
+        let mut b = format!("rdma-ping-{k}: ").into_bytes();
+        let mut c = b'A' + (k % 58) as u8;
+        while b.len() < size {
+            b.push(c);
+            c = if c >= b'z' { b'A' } else { c + 1 };
+        }
+        b.truncate(size);
+        b[size - 1] = 0;
+        b
+    };
+    // Per (direction, destination QP): the message start at or before a
+    // packet, and its ping number.
+    let mut starts: Vec<(bool, u32, Psn, usize)> = Vec::new();
+    for p in pkts
+        .iter()
+        .filter(|p| matches!(p.class, Class::ReadResponse | Class::Write))
+    {
+        let k = if matches!(p.position, Position::First | Position::Only) {
+            let text = String::from_utf8_lossy(&p.payload[..p.payload.len().min(24)]).into_owned();
+            let k = text
+                .strip_prefix("rdma-ping-")
+                .and_then(|t| t.split(':').next())
+                .and_then(|n| n.parse::<usize>().ok())
+                .ok_or_else(|| {
+                    format!(
+                        "a ping (PSN {}) that does not start rdma-ping-N: {text:?}",
+                        p.psn
+                    )
+                })?;
+            starts.push((p.from_ferroce, p.dest_qp, p.psn, k));
+            Some((p.psn, k))
+        } else {
+            starts
+                .iter()
+                .filter(|s| s.0 == p.from_ferroce && s.1 == p.dest_qp && !s.2.after(p.psn))
+                .min_by_key(|s| p.psn.diff(s.2))
+                .map(|s| (s.2, s.3))
+        };
+        let Some((psn0, k)) = k else { continue };
+        let off = p.psn.diff(psn0) as usize * mtu;
+        let want = ping(k);
+        if off + p.payload.len() > want.len() && lossy {
+            continue;
+        }
+        if off + p.payload.len() > want.len() || p.payload[..] != want[off..off + p.payload.len()] {
+            return Err(format!(
+                "{}'s {:?} packet PSN {} is not ping {k}'s bytes {off}..{}",
+                if p.from_ferroce { "ferroce" } else { "rxe" },
+                p.class,
+                p.psn,
+                off + p.payload.len()
             ));
         }
     }

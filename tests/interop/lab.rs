@@ -80,6 +80,8 @@ pub struct Lab {
     ce: bool,
     /// The index of the guest's IPv6 GID (GUEST_IP6) in rxe0's table.
     pub guest_gid6: Option<u8>,
+    /// The Ethernet MTU of every link now (bridge, tap, veth, guest).
+    link_mtu: u16,
 }
 
 impl Lab {
@@ -104,6 +106,7 @@ impl Lab {
             loss: None,
             ce: false,
             guest_gid6: None,
+            link_mtu: mtu,
         };
         sh(Command::new("ip").args(["netns", "add", &ns]))?;
         // No IPv6 on the lab's links: only the tools' frames in captures.
@@ -230,6 +233,33 @@ impl Lab {
     /// the same packet under the drop again and again, until the sender's
     /// retries run out), which no real network does. `None` removes the
     /// rules. The count starts afresh each time.
+    /// Sets the Ethernet MTU of every link (ferroce's veth, the bridge,
+    /// the tap and the guest's eth0, whose rxe device follows it) and
+    /// checks that rxe0's active MTU became `path_mtu`: RDMA-CM takes a
+    /// connection's path MTU from the interface, not from the tools.
+    pub fn set_link_mtu(&mut self, mtu: u16, path_mtu: u16) -> Result<()> {
+        if mtu == self.link_mtu {
+            return Ok(());
+        }
+        for dev in [VETH, VETH_BR, TAP, "br0"] {
+            sh(self
+                .in_ns("ip")
+                .args(["link", "set", "dev", dev, "mtu", &mtu.to_string()]))?;
+        }
+        let out = self.guest.run(
+            &format!("ip link set dev eth0 mtu {mtu} && ibv_devinfo -d rxe0 | grep active_mtu"),
+            Duration::from_secs(20),
+        );
+        self.link_mtu = mtu;
+        if !out.log.contains(&format!("{path_mtu} (")) {
+            return Err(format!(
+                "the guest's eth0 at MTU {mtu} did not give rxe0 active_mtu {path_mtu}: {}",
+                out.log.trim()
+            ));
+        }
+        Ok(())
+    }
+
     pub fn set_loss(&mut self, every: Option<u32>) -> Result<()> {
         if self.loss.take().is_some() {
             sh(self

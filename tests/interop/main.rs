@@ -271,12 +271,24 @@ fn spawn_ferroce(lab: &Lab, args: &[String], limit: Duration) -> common::Running
     )
 }
 
-/// Waits until ferroce listens on the tools' TCP port (in its namespace).
+/// Waits until ferroce listens on the tools' TCP port (in its namespace),
+/// or for an RDMA-CM tool, until it says it listens.
 fn wait_listening(
     mut f: common::Running,
+    tool: Tool,
     limit: Duration,
     out: &Path,
 ) -> Result<common::Running, Failure> {
+    if tool.uses_rdma_cm() {
+        return match f.wait_for("listening on RDMA-CM port", limit) {
+            Ok(_) => Ok(f),
+            Err(e) => {
+                let o = f.wait();
+                let _ = fs::write(out, o.all());
+                Err(fail("ferroce listen", e))
+            }
+        };
+    }
     let want = format!(":{TCP_PORT:04X} ");
     let t = Instant::now();
     loop {
@@ -461,6 +473,14 @@ fn run_one(
 ) -> Result<RunFacts, Failure> {
     fs::create_dir_all(dir).map_err(|e| fail("setup", e.to_string()))?;
     let config = config.to_string_lossy().into_owned();
+    // RDMA-CM tools get the cell's path MTU from the links' MTU.
+    let (link, path) = match (cell.tool.uses_rdma_cm(), cell.mtu) {
+        (true, 256..=1024) => (1500, 1024),
+        (true, 2048) => (3000, 2048),
+        _ => (LINK_MTU, 4096),
+    };
+    lab.set_link_mtu(link, path)
+        .map_err(|e| fail("link mtu", e))?;
     lab.set_loss(cell.loss).map_err(|e| fail("loss rule", e))?;
     lab.set_ce_marking(cell.ce)
         .map_err(|e| fail("ce rule", e))?;
@@ -481,10 +501,17 @@ fn run_one(
     let (ferroce, job) = match cell.role {
         Role::FerroceServer => {
             let f = spawn_ferroce(lab, &cell.ferroce_args(v, &config, None), limit);
-            let f = wait_listening(f, Duration::from_secs(20), &ferroce_out)?;
+            let f = wait_listening(f, cell.tool, Duration::from_secs(20), &ferroce_out)?;
+            // The TCP exchanges reach ferroce's namespace at the bridge's
+            // address; RDMA-CM reaches ferroce's own GID.
+            let at = if cell.tool.uses_rdma_cm() {
+                lab::FERROCE_IP
+            } else {
+                lab::HOST_IP
+            };
             let job = lab
                 .guest
-                .spawn(&peer_job(&cell.peer_command(v, Some(lab::HOST_IP), gid)));
+                .spawn(&peer_job(&cell.peer_command(v, Some(at), gid)));
             (f, job)
         }
         Role::FerroceClient => {
@@ -530,12 +557,15 @@ fn run_one(
     // Every end prints the result line but read-lat's server, which only
     // answers READs.
     let want = cell.result_line(v);
+    // rping's server prints its ping data after "server ".
+    let server_want = format!("server {want}");
+    let prints = |l: &str| l.starts_with(&want) || l.starts_with(&server_want);
     let server_prints = cell.tool != Tool::ReadLat;
     let (ours_prints, peer_prints) = match cell.role {
         Role::FerroceServer => (server_prints, true),
         Role::FerroceClient => (true, server_prints),
     };
-    if ours_prints && !ours.lines().any(|l| l.starts_with(&want)) {
+    if ours_prints && !ours.lines().any(prints) {
         return Err(fail(
             "result",
             format!(
@@ -544,7 +574,7 @@ fn run_one(
             ),
         ));
     }
-    if peer_prints && !peer.log.lines().any(|l| l.starts_with(&want)) {
+    if peer_prints && !peer.log.lines().any(prints) {
         return Err(fail(
             "result",
             format!(
@@ -557,7 +587,7 @@ fn run_one(
     // Both tools say the path MTU they connected with (ibv_rc_pingpong
     // prints none: its packets in the capture show it; UD has none, and
     // its datagrams in the capture show the port's).
-    if !matches!(cell.tool, Tool::Pingpong | Tool::UdPingpong) {
+    if !matches!(cell.tool, Tool::Pingpong | Tool::UdPingpong | Tool::Rping) {
         for (who, out) in [
             ("ferroce", ours.as_str()),
             (cell.tool.peer(), peer.log.as_str()),

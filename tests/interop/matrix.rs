@@ -8,6 +8,7 @@ use std::fmt;
 pub enum Tool {
     Pingpong,
     UdPingpong,
+    Rping,
     WriteBw,
     ReadBw,
     SendBw,
@@ -18,9 +19,10 @@ pub enum Tool {
 }
 
 impl Tool {
-    pub const ALL: [Tool; 9] = [
+    pub const ALL: [Tool; 10] = [
         Tool::Pingpong,
         Tool::UdPingpong,
+        Tool::Rping,
         Tool::WriteBw,
         Tool::ReadBw,
         Tool::SendBw,
@@ -35,6 +37,7 @@ impl Tool {
         match self {
             Tool::Pingpong => "pingpong",
             Tool::UdPingpong => "ud-pingpong",
+            Tool::Rping => "rping",
             Tool::WriteBw => "write-bw",
             Tool::ReadBw => "read-bw",
             Tool::SendBw => "send-bw",
@@ -50,6 +53,7 @@ impl Tool {
         match self {
             Tool::Pingpong => "ibv_rc_pingpong",
             Tool::UdPingpong => "ibv_ud_pingpong",
+            Tool::Rping => "rping",
             Tool::WriteBw => "ib_write_bw",
             Tool::ReadBw => "ib_read_bw",
             Tool::SendBw => "ib_send_bw",
@@ -79,6 +83,12 @@ impl Tool {
     /// port's, which its largest datagram fills.
     pub fn is_ud(self) -> bool {
         self == Tool::UdPingpong
+    }
+
+    /// A tool that connects by RDMA-CM: its path MTU is the interfaces'
+    /// (rdma_cm takes the netdev's), so its cells set the link MTU.
+    pub fn uses_rdma_cm(self) -> bool {
+        self == Tool::Rping
     }
 
     pub fn is_bw(self) -> bool {
@@ -298,6 +308,11 @@ impl Cell {
         if self.ce {
             return vec![Variant::Size(64), Variant::Size(MIB)];
         }
+        if self.tool == Tool::Rping {
+            // A ping inside one packet and one crossing packet
+            // boundaries, not a multiple of 4 (pad 1 on its last packet).
+            return [100, 4099].iter().map(|&s| Variant::Size(s)).collect();
+        }
         if self.tool.is_ud() {
             // Datagrams of the port's MTU and one byte less (pad 1), and
             // at 1024 a 1-byte one.
@@ -325,6 +340,9 @@ impl Cell {
         let big = matches!(v, Variant::Size(s) if s >= MIB);
         match (big, self.loss) {
             _ if self.is_spot() || self.ipv6 => 20,
+            // A ping is six messages, and a lost one at its end waits out
+            // the 2.1 s ACK timeout RDMA-CM gives the QPs.
+            _ if self.tool == Tool::Rping => 100,
             (true, _) => 5,
             (false, None) => 100,
             (false, Some(n)) => (2 * n).max(100),
@@ -347,9 +365,34 @@ impl Cell {
         a
     }
 
+    /// rping's options: the role and address, the size, the count (the
+    /// client's), print (and on the client check) every ping.
+    fn rping_args(&self, v: Variant, server: Option<&str>, own: &str) -> Vec<String> {
+        let Variant::Size(size) = v else {
+            unreachable!("rping runs sizes")
+        };
+        let mut a: Vec<String> = match server {
+            Some(s) => vec!["-c".into(), "-a".into(), s.into(), "-V".into()],
+            None => vec!["-s".into(), "-a".into(), own.into()],
+        };
+        a.extend([
+            "-S".into(),
+            size.to_string(),
+            "-C".into(),
+            self.iters(v).to_string(),
+            "-v".into(),
+        ]);
+        a
+    }
+
     /// The guest's command line; `server` is set for its client; `gid`:
     /// the index of rxe0's GID to use (1 is ::ffff:198.18.0.2).
     pub fn peer_command(&self, v: Variant, server: Option<&str>, gid: u8) -> String {
+        if self.tool == Tool::Rping {
+            let mut a = vec!["rping".to_string()];
+            a.extend(self.rping_args(v, server, crate::lab::GUEST_IP));
+            return a.join(" ");
+        }
         let mut a = vec![
             self.tool.peer().to_string(),
             "-d".into(),
@@ -376,6 +419,10 @@ impl Cell {
             "--timeout-ms".into(),
             self.limit_ms(v).to_string(),
         ];
+        if self.tool == Tool::Rping {
+            a.extend(self.rping_args(v, server, "0.0.0.0"));
+            return a;
+        }
         if self.ipv6 {
             // GID 1 of the suite's config: ferroce's IPv6 address.
             a.extend([self.tool.gid_option().into(), "1".into()]);
@@ -392,6 +439,7 @@ impl Cell {
     pub fn limit_ms(&self, v: Variant) -> u64 {
         let big = matches!(v, Variant::Size(s) if s >= MIB);
         match (big, self.loss.is_some()) {
+            _ if self.tool == Tool::Rping && self.loss.is_some() => 120_000,
             (false, _) => 30_000,
             (true, false) => 60_000,
             (true, true) => 120_000,
@@ -407,6 +455,8 @@ impl Cell {
             (Tool::Pingpong | Tool::UdPingpong, Variant::Size(s)) => {
                 format!("{} bytes in ", s as u64 * n as u64 * 2)
             }
+            // The last ping's data (the server's line starts "server ").
+            (Tool::Rping, _) => format!("ping data: rdma-ping-{}: ", n - 1),
             (Tool::AtomicBw, _) => format!(" {:<10} {n} ", 8),
             (t, Variant::Size(s)) if t.is_bw() => format!(" {s:<10} {n} "),
             (_, Variant::Size(s)) => format!(" {s:<7} {n} "),

@@ -9,7 +9,7 @@ use ferroce::tools::bench::{E2eCmd, IoOpts};
 use ferroce::tools::decode::DecodeOpts;
 use ferroce::tools::demo::DemoOpts;
 use ferroce::tools::explain::ExplainOpts;
-use ferroce::tools::interop::{PerftestCmd, PingpongCmd, UdPingpongCmd};
+use ferroce::tools::interop::{PerftestCmd, PingpongCmd, RpingCmd, UdPingpongCmd};
 use ferroce::tools::linktest::LinktestOpts;
 use ferroce::tools::perftest::Test;
 use std::path::PathBuf;
@@ -50,6 +50,9 @@ pub enum Cmd {
     /// rdma-core's ibv_ud_pingpong on a DPDK port: a UD QP, the same wire
     /// and TCP exchange, so either end may be ibv_ud_pingpong.
     UdPingpong(UdPingpongCmd),
+    /// librdmacm's rping on a DPDK port: connects by RDMA-CM, then the
+    /// same SENDs, RDMA READs and WRITEs, so either end may be rping.
+    Rping(RpingCmd),
     /// perftest's ib_write_bw: RDMA WRITE bandwidth. Either end may be
     /// perftest (its default TCP exchange, not RDMA-CM). Without SERVER it
     /// waits for a client.

@@ -31,6 +31,7 @@ fn main() -> ExitCode {
             a.at.config()
                 .and_then(|cfg| tools::interop::pingpong(&cfg, &a, &opts))
         }),
+        Cmd::Rping(r) => r.opts().and_then(|o| tools::interop::rping(&r, &o)),
         Cmd::UdPingpong(u) => u.opts().and_then(|opts| {
             u.at.config()
                 .and_then(|cfg| tools::interop::pingpong(&cfg, &u.as_pingpong(), &opts))
