@@ -78,6 +78,15 @@ fn carries_data(c: Class) -> bool {
 pub struct Facts {
     /// CNPs in it.
     pub cnps: u64,
+    /// The AttributeIDs of the CM MADs ferroce sent, in order.
+    pub ferroce_mads: Vec<u16>,
+}
+
+impl Facts {
+    /// How many CM MADs with AttributeID `attr` ferroce sent.
+    pub fn mads_from_ferroce(&self, attr: u16) -> usize {
+        self.ferroce_mads.iter().filter(|&&a| a == attr).count()
+    }
 }
 
 /// Checks the capture of one run of `cell` with `v`; `capture_dropped`
@@ -124,6 +133,11 @@ pub fn check(
         ));
     }
     // CM MADs (UD to QP1) are the connection's, not the tool's traffic.
+    let ferroce_mads = pkts
+        .iter()
+        .filter(|p| p.dest_qp == 1 && p.from_ferroce && p.payload.len() >= 18)
+        .map(|p| u16::from_be_bytes([p.payload[16], p.payload[17]]))
+        .collect();
     let pkts: Vec<Pkt> = pkts.into_iter().filter(|p| p.dest_qp != 1).collect();
     let (req, resp) = classes(cell.tool);
     let ferroce_is_client = cell.role == Role::FerroceClient;
@@ -174,6 +188,7 @@ pub fn check(
     }
     Ok(Facts {
         cnps: pkts.iter().filter(|p| p.class == Class::Cnp).count() as u64,
+        ferroce_mads,
     })
 }
 

@@ -260,7 +260,11 @@ impl Lab {
         Ok(())
     }
 
-    pub fn set_loss(&mut self, every: Option<u32>) -> Result<()> {
+    /// Drops one RoCE frame in `every` each way (the `every / 2`-th, then
+    /// at random); with `cm_drop`, also the first CM MAD of that
+    /// attribute ferroce sends (a UD frame to QP1: BTH DestQP at bit 104
+    /// of the UDP header, the MAD's AttributeID at bit 352).
+    pub fn set_loss(&mut self, every: Option<u32>, cm_drop: Option<u16>) -> Result<()> {
         if self.loss.take().is_some() {
             sh(self
                 .in_ns("nft")
@@ -274,8 +278,14 @@ impl Lab {
                 n / 2
             )
         };
+        let cm = cm_drop.map_or(String::new(), |attr| {
+            format!(
+                "iifname \"{VETH_BR}\" udp dport 4791 @th,104,24 1 @th,352,16 {attr} \
+                 numgen inc mod 1000000000 == 0 counter drop comment \"cm\"\n  "
+            )
+        });
         let table = format!(
-            "table bridge ferroce_loss {{\n chain forward {{\n  type filter hook forward priority 0;\n  {}\n  {}\n }}\n}}\n",
+            "table bridge ferroce_loss {{\n chain forward {{\n  type filter hook forward priority 0;\n  {cm}{}\n  {}\n }}\n}}\n",
             rule(VETH_BR),
             rule(TAP)
         );
@@ -327,6 +337,22 @@ impl Lab {
                 .sum()
         };
         Ok((count(VETH_BR), count(TAP)))
+    }
+
+    /// How many CM MADs the `cm_drop` rule of [`Lab::set_loss`] dropped.
+    pub fn cm_drops(&self) -> Result<u64> {
+        if self.loss.is_none() {
+            return Ok(0);
+        }
+        let t = sh(self
+            .in_ns("nft")
+            .args(["list", "table", "bridge", "ferroce_loss"]))?;
+        Ok(t.lines()
+            .filter(|l| l.contains("comment \"cm\""))
+            .filter_map(|l| l.split("packets ").nth(1))
+            .filter_map(|s| s.split_whitespace().next())
+            .filter_map(|s| s.parse::<u64>().ok())
+            .sum())
     }
 
     /// Records every frame on ferroce's link, as the bridge sees it

@@ -481,7 +481,8 @@ fn run_one(
     };
     lab.set_link_mtu(link, path)
         .map_err(|e| fail("link mtu", e))?;
-    lab.set_loss(cell.loss).map_err(|e| fail("loss rule", e))?;
+    lab.set_loss(cell.loss, cell.cm_drop())
+        .map_err(|e| fail("loss rule", e))?;
     lab.set_ce_marking(cell.ce)
         .map_err(|e| fail("ce rule", e))?;
     let pcap = dir.join("frames.pcap");
@@ -538,6 +539,13 @@ fn run_one(
     });
     let capture_dropped = capture.finish();
     let drops = lab.drops().map_err(|e| fail("loss rule", e))?;
+    let cm_drops = lab.cm_drops().map_err(|e| fail("loss rule", e))?;
+    if cell.cm_drop().is_some() && cm_drops != 1 {
+        return Err(fail(
+            "loss",
+            format!("the CM MAD to drop was dropped {cm_drops} times, not once"),
+        ));
+    }
     fs::write(dir.join("peer.out"), &peer.log).map_err(|e| fail("setup", e.to_string()))?;
     let ours = ours?;
     if !peer.ok() {
@@ -630,6 +638,14 @@ fn run_one(
     let ip = ferroce_ip(cell);
     let facts =
         capture::check(cell, v, &pcap, ip, capture_dropped).map_err(|e| fail("capture", e))?;
+    if let Some(attr) = cell.cm_drop() {
+        if facts.mads_from_ferroce(attr) < 2 {
+            return Err(fail(
+                "capture",
+                format!("ferroce's first CM MAD {attr:#06x} was dropped and not sent again"),
+            ));
+        }
+    }
     let _ = Command::new("gzip").arg("-1f").arg(&pcap).status();
     if cell.ce {
         check_cnps(&ours, facts.cnps)?;

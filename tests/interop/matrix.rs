@@ -254,6 +254,17 @@ impl Cell {
         }
     }
 
+    /// The CM MAD a loss cell of an RDMA-CM tool drops first, of those
+    /// ferroce sends: its REQ as the client, its REP as the server; so
+    /// ferroce's CM must send it again.
+    pub fn cm_drop(&self) -> Option<u16> {
+        match (self.tool.uses_rdma_cm() && self.loss.is_some(), self.role) {
+            (false, _) => None,
+            (true, Role::FerroceClient) => Some(0x0010),
+            (true, Role::FerroceServer) => Some(0x0013),
+        }
+    }
+
     /// A cell at a path MTU the main columns leave out.
     pub fn is_spot(&self) -> bool {
         !matches!(self.mtu, 1024 | 2048 | 4096)
