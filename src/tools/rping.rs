@@ -221,11 +221,9 @@ pub fn run<B: Backend>(
     let conn = if o.server {
         ctx.rdma_listen(o.port)?;
         eprintln!("listening on RDMA-CM port {}", o.port);
-        let conn = loop {
-            match next_event(ctx, limit)? {
-                RdmaCmEvent::ConnectRequest { conn, .. } => break conn,
-                ev => bail!("waiting for a connection: {ev:?}"),
-            }
+        let conn = match next_event(ctx, limit)? {
+            RdmaCmEvent::ConnectRequest { conn, .. } => conn,
+            ev => bail!("waiting for a connection: {ev:?}"),
         };
         ctx.rdma_accept(conn, &e.qp, &param)?;
         conn

@@ -269,7 +269,7 @@ impl<B: Backend> Context<B> {
         let src = self.query_gid(sgid_index)?.ip;
         let dst = dst.to_canonical();
         self.resolve(dst)?;
-        self.qp_to_init(qp.qpn)?;
+        self.qp_to_init(qp.qpn, param.responder_resources)?;
         let mtu = self.active_mtu;
         let rq_psn = random_psn(qp.qpn);
         let g = self.gsi()?;
@@ -347,7 +347,7 @@ impl<B: Backend> Context<B> {
             retry_cnt: req.retry_count,
             rnr_retry: req.rnr_retry_count,
         };
-        self.qp_to_init(qp.qpn)?;
+        self.qp_to_init(qp.qpn, resp)?;
         self.program(qp.qpn, &steps)?;
         let mut a = cm::AcceptParams::new(qp.qpn, Psn::new(rq_psn));
         a.responder_resources = resp;
@@ -422,13 +422,27 @@ impl<B: Backend> Context<B> {
         self.cm.as_ref().map(|g| g.agent.counters())
     }
 
-    /// A QP in RESET goes to INIT as rdma_cm's `rdma_create_qp` leaves it.
-    fn qp_to_init(&mut self, qpn: u32) -> Result<(), Error> {
+    /// Takes `qp` from RESET to INIT as librdmacm's `rdma_create_qp`
+    /// leaves it, so that receives can be posted before connecting: remote
+    /// WRITE access, and READ and atomics too if it will accept any
+    /// (`responder_resources` > 0, as Linux's `cm_init_qp_init_attr`). A QP
+    /// already past RESET is left as it is. `rdma_connect` and
+    /// `rdma_accept` do this themselves.
+    pub fn rdma_init_qp(&mut self, qp: &Qp, responder_resources: u8) -> Result<(), Error> {
+        self.mine(qp.ctx)?;
+        self.qp_to_init(qp.qpn, responder_resources)
+    }
+
+    fn qp_to_init(&mut self, qpn: u32, responder_resources: u8) -> Result<(), Error> {
         let (state, _) = self.host.dev.query_qp(qpn)?;
         if state == QpState::Reset {
+            let mut access = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
+            if responder_resources > 0 {
+                access = access | Access::REMOTE_READ | Access::REMOTE_ATOMIC;
+            }
             let a = QpAttr {
                 qp_state: QpState::Init,
-                qp_access_flags: Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
+                qp_access_flags: access,
                 ..QpAttr::default()
             };
             self.host.dev.modify_qp(qpn, &a, AttrMask::RC_INIT)?;
@@ -474,9 +488,10 @@ impl<B: Backend> Context<B> {
 
     /// One round of the CM: MADs received on QP1 in, due timers, MADs
     /// out, agent events turned into QP steps and [`RdmaCmEvent`]s.
-    pub(super) fn cm_round(&mut self, now: Instant) {
+    /// Returns whether it posted MADs to send.
+    pub(super) fn cm_round(&mut self, now: Instant) -> bool {
         let Some(mut g) = self.cm.take() else {
-            return;
+            return false;
         };
         self.cm_receive(&mut g, now);
         if g.agent.poll_timeout().is_some_and(|t| t <= now) {
@@ -488,8 +503,9 @@ impl<B: Backend> Context<B> {
         while let Some(m) = g.agent.poll_transmit() {
             g.waiting.push_back(m);
         }
-        self.cm_send(&mut g, now);
+        let posted = self.cm_send(&mut g, now);
         self.cm = Some(g);
+        posted
     }
 
     fn cm_receive(&mut self, g: &mut Gsi, now: Instant) {
@@ -520,8 +536,9 @@ impl<B: Backend> Context<B> {
         }
     }
 
-    fn cm_send(&mut self, g: &mut Gsi, now: Instant) {
+    fn cm_send(&mut self, g: &mut Gsi, now: Instant) -> bool {
         let mut keep = VecDeque::new();
+        let mut posted = false;
         while let Some(m) = g.waiting.pop_front() {
             let to = m.to.gid.to_canonical();
             let sgid = self
@@ -571,9 +588,12 @@ impl<B: Backend> Context<B> {
             wr.signaled = false;
             if self.host.dev.post_send(GSI_QPN, wr).is_err() {
                 keep.push_back(m);
+            } else {
+                posted = true;
             }
         }
         g.waiting = keep;
+        posted
     }
 
     fn cm_event(&mut self, g: &mut Gsi, now: Instant, ev: AgentEvent) {
@@ -676,39 +696,24 @@ impl<B: Backend> Context<B> {
                 reason,
                 private_data,
                 ..
-            } => {
-                self.qp_to_err(g, id);
-                RdmaCmEvent::Rejected {
-                    conn: CmConn(id),
-                    reason,
-                    private_data,
-                }
-            }
+            } => RdmaCmEvent::Rejected {
+                conn: CmConn(id),
+                reason,
+                private_data,
+            },
             AgentEvent::Unreachable { id, .. } => {
-                self.qp_to_err(g, id);
                 g.conns.remove(&id);
                 RdmaCmEvent::Unreachable { conn: CmConn(id) }
             }
-            AgentEvent::Disconnected { id, .. } => {
-                self.qp_to_err(g, id);
-                RdmaCmEvent::Disconnected { conn: CmConn(id) }
-            }
+            // As with librdmacm, the QP stays as it is until the
+            // application calls rdma_disconnect.
+            AgentEvent::Disconnected { id, .. } => RdmaCmEvent::Disconnected { conn: CmConn(id) },
             AgentEvent::TimewaitExit { id } => {
                 g.conns.remove(&id);
                 RdmaCmEvent::TimewaitExit { conn: CmConn(id) }
             }
         };
         g.events.push_back(out);
-    }
-
-    fn qp_to_err(&mut self, g: &Gsi, id: ConnId) {
-        if let Some(q) = g.conns.get(&id).and_then(|c| c.qpn) {
-            let err = QpAttr {
-                qp_state: QpState::Err,
-                ..QpAttr::default()
-            };
-            let _ = self.host.dev.modify_qp(q, &err, AttrMask::STATE);
-        }
     }
 }
 

@@ -731,8 +731,22 @@ impl<B: Backend> Context<B> {
         );
         self.moved.rx += st.rx;
         self.moved.tx += st.tx;
-        if self.cm.is_some() {
-            self.cm_round(now);
+        if self.cm.is_some() && self.cm_round(now) {
+            // The MADs the CM just posted leave now, not a round later
+            // (a DREP posted just before the application exits, say).
+            let more = pump_with(
+                &mut self.host,
+                &mut self.port,
+                now,
+                &mut self.pending,
+                &mut self.spare,
+            );
+            self.moved.rx += more.rx;
+            self.moved.tx += more.tx;
+            return PumpStats {
+                rx: st.rx + more.rx,
+                tx: st.tx + more.tx,
+            };
         }
         st
     }
