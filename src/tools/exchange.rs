@@ -50,12 +50,18 @@ pub fn linger<B: Backend>(ctx: &mut Context<B>, qps: &[&Qp]) {
     }
 }
 
-/// The connection to the peer tool.
+/// The connection to the peer tool: TCP, or (perftest's `-R`) a control
+/// QP connected by RDMA-CM ([`super::cm_link`]).
 pub struct Channel {
-    s: TcpStream,
+    s: Link,
     client: bool,
     /// How long one wait for the peer may last.
     limit: Duration,
+}
+
+enum Link {
+    Tcp(TcpStream),
+    Cm(Box<super::cm_link::CmLink>),
 }
 
 /// Pumps `ctx` until `step` gives a value, for at most `limit`.
@@ -146,13 +152,56 @@ impl Channel {
     fn new(s: TcpStream, client: bool, limit: Duration) -> Result<Channel> {
         s.set_nodelay(true)?;
         s.set_nonblocking(true)?;
-        Ok(Channel { s, client, limit })
+        Ok(Channel {
+            s: Link::Tcp(s),
+            client,
+            limit,
+        })
+    }
+
+    /// The server's side over RDMA-CM: the first connection to `port`.
+    pub fn cm_accept<B: Backend>(
+        ctx: &mut Context<B>,
+        port: u16,
+        limit: Duration,
+    ) -> Result<Channel> {
+        let l = super::cm_link::CmLink::accept(ctx, port, limit)?;
+        Ok(Channel {
+            s: Link::Cm(Box::new(l)),
+            client: false,
+            limit,
+        })
+    }
+
+    /// The client's side over RDMA-CM: connects to `addr`:`port`.
+    pub fn cm_connect<B: Backend>(
+        ctx: &mut Context<B>,
+        addr: core::net::IpAddr,
+        port: u16,
+        gid_index: u8,
+        limit: Duration,
+    ) -> Result<Channel> {
+        let l = super::cm_link::CmLink::connect(ctx, addr, port, gid_index, limit)?;
+        Ok(Channel {
+            s: Link::Cm(Box::new(l)),
+            client: true,
+            limit,
+        })
+    }
+
+    /// Whether this is an RDMA-CM control channel (perftest's `-R`),
+    /// whose messages are binary where TCP's are text.
+    pub fn is_cm(&self) -> bool {
+        matches!(self.s, Link::Cm(_))
     }
 
     /// Writes all of `msg`.
     pub fn write<B: Backend>(&mut self, ctx: &mut Context<B>, msg: &[u8]) -> Result<()> {
+        let s = match &mut self.s {
+            Link::Tcp(s) => s,
+            Link::Cm(l) => return l.send(ctx, msg, self.limit),
+        };
         let mut at = 0;
-        let s = &mut self.s;
         until(ctx, self.limit, "the peer took no data", || {
             while at < msg.len() {
                 match s.write(&msg[at..]) {
@@ -169,9 +218,12 @@ impl Channel {
 
     /// Reads exactly `n` bytes.
     pub fn read<B: Backend>(&mut self, ctx: &mut Context<B>, n: usize) -> Result<Vec<u8>> {
+        let s = match &mut self.s {
+            Link::Tcp(s) => s,
+            Link::Cm(l) => return l.recv(ctx, n, self.limit),
+        };
         let mut b = vec![0u8; n];
         let mut got = 0;
-        let s = &mut self.s;
         until(ctx, self.limit, "no message from the peer", || {
             while got < n {
                 match s.read(&mut b[got..]) {
@@ -202,9 +254,13 @@ impl Channel {
     /// The end: stop writing, then read to the end (an older perftest
     /// writes an unread `"done\0"` in `ctx_close_connection`), so the
     /// connection closes without a reset.
-    pub fn close<B: Backend>(mut self, ctx: &mut Context<B>) {
-        let _ = self.s.shutdown(Shutdown::Write);
-        let s = &mut self.s;
+    pub fn close<B: Backend>(self, ctx: &mut Context<B>) {
+        let mut s = match self.s {
+            Link::Tcp(s) => s,
+            Link::Cm(l) => return l.close(ctx),
+        };
+        let _ = s.shutdown(Shutdown::Write);
+        let s = &mut s;
         let mut sink = [0u8; 64];
         let _ = until(ctx, Duration::from_millis(500), "no end", || {
             match s.read(&mut sink) {

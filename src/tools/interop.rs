@@ -298,6 +298,10 @@ pub struct PerftestCmd {
     /// Report Gbit/s instead of MiB/s.
     #[arg(long = "report_gbits", alias = "report-gbits")]
     pub report_gbits: bool,
+    /// Connect by RDMA-CM (perftest's `-R`): the control channel and the
+    /// test QPs, to port `-p` in RDMA-CM's TCP port space.
+    #[arg(short = 'R', long = "rdma_cm")]
+    pub rdma_cm: bool,
     /// Give up after this many milliseconds without progress.
     #[arg(long, default_value_t = 60_000)]
     pub timeout_ms: u64,
@@ -333,6 +337,7 @@ impl PerftestCmd {
             listener: None,
             timeout: std::time::Duration::from_millis(self.timeout_ms),
             device: format!("ferroce:{}", self.at.port),
+            rdma_cm: self.rdma_cm,
         })
     }
 

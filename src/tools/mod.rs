@@ -10,6 +10,7 @@
 #![deny(unsafe_code)]
 
 pub mod bench;
+pub mod cm_link;
 pub mod decode;
 pub mod demo;
 pub mod exchange;

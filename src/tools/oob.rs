@@ -155,6 +155,8 @@ pub mod perftest {
 
     /// Length of the keys message with a GID (`KEY_MSG_SIZE_GID`).
     pub const KEYS_LEN: usize = 108;
+    /// Length of `struct pingpong_dest` in the RDMA-CM exchange.
+    pub const BINARY_LEN: usize = 56;
     /// Length of the version message (`MAX_VERSION`).
     pub const VERSION_LEN: usize = 16;
     /// The version we announce: perftest 6.06's, whose exchange we speak.
@@ -198,6 +200,47 @@ pub mod perftest {
             }
             s.push_str(&format!("{:08x}:", self.srqn));
             fixed(&s)
+        }
+
+        /// `struct pingpong_dest` as perftest's RDMA-CM exchange sends it
+        /// (`rdma_write_keys`, 56 bytes, big-endian): LID, out_reads, QPN,
+        /// PSN (4 bytes each), R_Key, 4 bytes of padding, the address (8),
+        /// the GID (16), the SRQN, the GID index (4 each).
+        pub fn emit_binary(&self) -> [u8; BINARY_LEN] {
+            let mut b = [0u8; BINARY_LEN];
+            b[0..4].copy_from_slice(&(self.lid as u32).to_be_bytes());
+            b[4..8].copy_from_slice(&(self.out_reads as u32).to_be_bytes());
+            b[8..12].copy_from_slice(&(self.qpn & 0xFF_FFFF).to_be_bytes());
+            b[12..16].copy_from_slice(&(self.psn & 0xFF_FFFF).to_be_bytes());
+            b[16..20].copy_from_slice(&self.rkey.to_be_bytes());
+            b[24..32].copy_from_slice(&self.vaddr.to_be_bytes());
+            b[32..48].copy_from_slice(&self.gid);
+            b[48..52].copy_from_slice(&self.srqn.to_be_bytes());
+            b
+        }
+
+        /// Reads a binary `pingpong_dest` (the padding, SRQN and GID index
+        /// are not read, as `rdma_read_keys` does not).
+        pub fn parse_binary(b: &[u8]) -> Result<Keys, OobError> {
+            if b.len() < BINARY_LEN {
+                return Err(OobError::Field {
+                    field: "message",
+                    what: "56 bytes",
+                });
+            }
+            let u32_at = |i: usize| u32::from_be_bytes(b[i..i + 4].try_into().expect("4 bytes"));
+            let mut gid = [0u8; 16];
+            gid.copy_from_slice(&b[32..48]);
+            Ok(Keys {
+                lid: u32_at(0) as u16,
+                out_reads: u32_at(4) as u16,
+                qpn: u32_at(8) & 0xFF_FFFF,
+                psn: u32_at(12) & 0xFF_FFFF,
+                rkey: u32_at(16),
+                vaddr: u64::from_be_bytes(b[24..32].try_into().expect("8 bytes")),
+                gid,
+                srqn: 0,
+            })
         }
 
         /// Reads the peer's message; errs on a wrong length or field.

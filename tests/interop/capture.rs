@@ -138,7 +138,17 @@ pub fn check(
         .filter(|p| p.dest_qp == 1 && p.from_ferroce && p.payload.len() >= 18)
         .map(|p| u16::from_be_bytes([p.payload[16], p.payload[17]]))
         .collect();
-    let pkts: Vec<Pkt> = pkts.into_iter().filter(|p| p.dest_qp != 1).collect();
+    // perftest's -R: the first connection is its control channel, whose
+    // QPs (the first REQ's and REP's) carry the exchange, not the test.
+    let control: Vec<u32> = if cell.cm {
+        control_qpns(&pkts)?
+    } else {
+        Vec::new()
+    };
+    let pkts: Vec<Pkt> = pkts
+        .into_iter()
+        .filter(|p| p.dest_qp != 1 && !control.contains(&p.dest_qp))
+        .collect();
     let (req, resp) = classes(cell.tool);
     let ferroce_is_client = cell.role == Role::FerroceClient;
     for (from_ferroce, want) in [(ferroce_is_client, req), (!ferroce_is_client, resp)] {
@@ -190,6 +200,25 @@ pub fn check(
         cnps: pkts.iter().filter(|p| p.class == Class::Cnp).count() as u64,
         ferroce_mads,
     })
+}
+
+/// The QPs of the first RDMA-CM connection: the Local QPN of the first
+/// REQ (CM offset 32, after the 24-byte MAD header) and of the first REP
+/// (CM offset 12).
+fn control_qpns(pkts: &[Pkt]) -> Result<Vec<u32>, String> {
+    let first = |attr: u16, at: usize| {
+        pkts.iter()
+            .filter(|p| p.dest_qp == 1 && p.payload.len() >= 256)
+            .find(|p| u16::from_be_bytes([p.payload[16], p.payload[17]]) == attr)
+            .map(|p| {
+                let b = &p.payload[24 + at..24 + at + 3];
+                u32::from_be_bytes([0, b[0], b[1], b[2]])
+            })
+    };
+    match (first(0x0010, 32), first(0x0013, 12)) {
+        (Some(a), Some(b)) => Ok(vec![a, b]),
+        _ => Err("no REQ and REP in an RDMA-CM cell's capture".into()),
+    }
 }
 
 /// Packets of a message longer than the path MTU carry the MTU but the

@@ -275,11 +275,11 @@ fn spawn_ferroce(lab: &Lab, args: &[String], limit: Duration) -> common::Running
 /// or for an RDMA-CM tool, until it says it listens.
 fn wait_listening(
     mut f: common::Running,
-    tool: Tool,
+    rdma_cm: bool,
     limit: Duration,
     out: &Path,
 ) -> Result<common::Running, Failure> {
-    if tool.uses_rdma_cm() {
+    if rdma_cm {
         return match f.wait_for("listening on RDMA-CM port", limit) {
             Ok(_) => Ok(f),
             Err(e) => {
@@ -474,7 +474,7 @@ fn run_one(
     fs::create_dir_all(dir).map_err(|e| fail("setup", e.to_string()))?;
     let config = config.to_string_lossy().into_owned();
     // RDMA-CM tools get the cell's path MTU from the links' MTU.
-    let (link, path) = match (cell.tool.uses_rdma_cm(), cell.mtu) {
+    let (link, path) = match (cell.uses_rdma_cm(), cell.mtu) {
         (true, 256..=1024) => (1500, 1024),
         (true, 2048) => (3000, 2048),
         _ => (LINK_MTU, 4096),
@@ -502,10 +502,15 @@ fn run_one(
     let (ferroce, job) = match cell.role {
         Role::FerroceServer => {
             let f = spawn_ferroce(lab, &cell.ferroce_args(v, &config, None), limit);
-            let f = wait_listening(f, cell.tool, Duration::from_secs(20), &ferroce_out)?;
+            let f = wait_listening(
+                f,
+                cell.uses_rdma_cm(),
+                Duration::from_secs(20),
+                &ferroce_out,
+            )?;
             // The TCP exchanges reach ferroce's namespace at the bridge's
             // address; RDMA-CM reaches ferroce's own GID.
-            let at = if cell.tool.uses_rdma_cm() {
+            let at = if cell.uses_rdma_cm() {
                 lab::FERROCE_IP
             } else {
                 lab::HOST_IP
@@ -756,6 +761,7 @@ fn results_table(outcomes: &[Outcome]) -> String {
             ] {
                 let cell = outcomes.iter().find(|o| {
                     !o.cell.ipv6
+                        && !o.cell.cm
                         && o.cell.tool == tool
                         && o.cell.role == role
                         && o.cell.mtu == mtu
@@ -798,6 +804,12 @@ fn results_table(outcomes: &[Outcome]) -> String {
         "| peer | tool | role | path MTU | result |",
         outcomes.iter().filter(|o| o.cell.is_spot()).collect(),
         &|c| c.mtu.to_string(),
+    );
+    side_table(
+        &mut s,
+        "| peer | tool | role | connection | path MTU | loss | result |",
+        outcomes.iter().filter(|o| o.cell.cm).collect(),
+        &|c| format!("RDMA-CM (`-R`) | {} | {}", c.mtu, c.loss_name()),
     );
     side_table(
         &mut s,

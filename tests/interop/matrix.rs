@@ -85,8 +85,7 @@ impl Tool {
         self == Tool::UdPingpong
     }
 
-    /// A tool that connects by RDMA-CM: its path MTU is the interfaces'
-    /// (rdma_cm takes the netdev's), so its cells set the link MTU.
+    /// A tool that always connects by RDMA-CM (rping).
     pub fn uses_rdma_cm(self) -> bool {
         self == Tool::Rping
     }
@@ -156,7 +155,21 @@ pub struct Cell {
     /// Both ends use their IPv6 GIDs (the guest's 2001:2::2, ferroce's GID
     /// 1, 2001:2::10) instead of the IPv4-mapped ones.
     pub ipv6: bool,
+    /// perftest's `-R`: both tools connect by RDMA-CM.
+    pub cm: bool,
 }
+
+/// The perftest cells run with `-R` (both roles): (tool, path MTU, loss).
+pub const CM_CELLS: [(Tool, u16, bool); 8] = [
+    (Tool::WriteBw, 1024, false),
+    (Tool::WriteBw, 4096, false),
+    (Tool::WriteBw, 1024, true),
+    (Tool::WriteBw, 4096, true),
+    (Tool::SendBw, 4096, false),
+    (Tool::SendBw, 1024, true),
+    (Tool::ReadLat, 4096, false),
+    (Tool::ReadLat, 1024, true),
+];
 
 /// What varies between the runs of a cell.
 #[derive(Clone, Copy, Debug)]
@@ -191,7 +204,15 @@ impl Cell {
             loss: None,
             ce: false,
             ipv6: false,
+            cm: false,
         }
+    }
+
+    /// Whether the cell's tools connect by RDMA-CM: then its path MTU is
+    /// the interfaces' (rdma_cm takes the netdev's), so the cell sets the
+    /// links' MTU.
+    pub fn uses_rdma_cm(&self) -> bool {
+        self.cm || self.tool.uses_rdma_cm()
     }
 
     /// Every cell, in the order they run: every tool in both roles at path
@@ -230,6 +251,15 @@ impl Cell {
                 v.push(Cell::plain(tool, role, mtu));
             }
         }
+        for (tool, mtu, loss) in CM_CELLS {
+            for role in [Role::FerroceServer, Role::FerroceClient] {
+                v.push(Cell {
+                    cm: true,
+                    loss: loss.then_some(LOSS_EVERY),
+                    ..Cell::plain(tool, role, mtu)
+                });
+            }
+        }
         for tool in IPV6_TOOLS {
             for role in [Role::FerroceServer, Role::FerroceClient] {
                 v.push(Cell {
@@ -258,7 +288,7 @@ impl Cell {
     /// ferroce sends: its REQ as the client, its REP as the server; so
     /// ferroce's CM must send it again.
     pub fn cm_drop(&self) -> Option<u16> {
-        match (self.tool.uses_rdma_cm() && self.loss.is_some(), self.role) {
+        match (self.uses_rdma_cm() && self.loss.is_some(), self.role) {
             (false, _) => None,
             (true, Role::FerroceClient) => Some(0x0010),
             (true, Role::FerroceServer) => Some(0x0013),
@@ -288,6 +318,7 @@ impl Cell {
             self.loss_name(),
             if self.ce { " ecn ce" } else { "" }
         ) + if self.ipv6 { " ipv6" } else { "" }
+            + if self.cm { " rdma_cm" } else { "" }
     }
 
     /// A file-name-safe form of the id.
@@ -303,6 +334,7 @@ impl Cell {
             }
         ) + if self.ce { ".ce" } else { "" }
             + if self.ipv6 { ".ipv6" } else { "" }
+            + if self.cm { ".cm" } else { "" }
     }
 
     /// The runs of this cell. Every size list has a message that is not a
@@ -336,7 +368,7 @@ impl Cell {
             return sizes.iter().map(|&s| Variant::Size(s)).collect();
         }
         let sizes: &[usize] = match (self.mtu, self.loss) {
-            _ if self.is_spot() || self.ipv6 => &[4099, 65536],
+            _ if self.is_spot() || self.ipv6 || self.cm => &[4099, 65536],
             (1024, None) => &[1, 64, 4096, 4099, MIB],
             (_, None) => &[4096, 4099, MIB],
             (1024, Some(_)) => &[64, 4099, MIB],
@@ -352,8 +384,10 @@ impl Cell {
         match (big, self.loss) {
             _ if self.is_spot() || self.ipv6 => 20,
             // A ping is six messages, and a lost one at its end waits out
-            // the 2.1 s ACK timeout RDMA-CM gives the QPs.
-            _ if self.tool == Tool::Rping => 100,
+            // the 2.1 s ACK timeout RDMA-CM gives the QPs; so does a lost
+            // last packet of an RDMA-CM perftest run.
+            _ if self.tool == Tool::Rping || (self.cm && self.loss.is_some()) => 100,
+            _ if self.cm => 20,
             (true, _) => 5,
             (false, None) => 100,
             (false, Some(n)) => (2 * n).max(100),
@@ -373,6 +407,9 @@ impl Cell {
             Variant::Atomic(op) => a.extend(["-A".into(), op.into()]),
         }
         a.extend(["-n".into(), self.iters(v).to_string()]);
+        if self.cm {
+            a.push("-R".into());
+        }
         a
     }
 
@@ -450,7 +487,7 @@ impl Cell {
     pub fn limit_ms(&self, v: Variant) -> u64 {
         let big = matches!(v, Variant::Size(s) if s >= MIB);
         match (big, self.loss.is_some()) {
-            _ if self.tool == Tool::Rping && self.loss.is_some() => 120_000,
+            _ if self.uses_rdma_cm() && self.loss.is_some() => 120_000,
             (false, _) => 30_000,
             (true, false) => 60_000,
             (true, true) => 120_000,

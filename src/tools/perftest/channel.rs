@@ -13,6 +13,11 @@ use anyhow::{bail, Context as _, Result};
 /// One keys exchange (`ctx_hand_shake`): a QP's keys, or QP 0's as a
 /// barrier.
 pub fn keys<B: Backend>(ch: &mut Channel, ctx: &mut Context<B>, mine: &Keys) -> Result<Keys> {
+    if ch.is_cm() {
+        // Over RDMA-CM, `struct pingpong_dest` itself (`rdma_write_keys`).
+        let r = ch.exchange(ctx, &mine.emit_binary())?;
+        return Keys::parse_binary(&r).context("the peer's keys");
+    }
     let r = ch.exchange(ctx, &mine.emit())?;
     Keys::parse(&r).context("the peer's keys")
 }

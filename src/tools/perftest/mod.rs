@@ -196,6 +196,9 @@ pub struct Opts {
     pub timeout: std::time::Duration,
     /// The device name the banner shows.
     pub device: String,
+    /// `-R`: connect by RDMA-CM, the control channel included (the port
+    /// is `tcp_port`'s number, in RDMA-CM's TCP port space).
+    pub rdma_cm: bool,
 }
 
 impl Opts {
@@ -219,6 +222,7 @@ impl Opts {
             listener: None,
             timeout: std::time::Duration::from_secs(60),
             device: "ferroce0".into(),
+            rdma_cm: false,
         }
     }
 }
@@ -558,14 +562,27 @@ pub fn run<B: Backend>(
         writeln!(out, "* Waiting for client to connect... *")?;
         writeln!(out, "************************************")?;
     }
-    let mut ch = match role {
-        Role::Server => Channel::accept(ctx, opts.listener.as_deref(), opts.tcp_port, limit)?,
-        Role::Client(ip) => Channel::connect(ctx, SocketAddr::new(*ip, opts.tcp_port), limit)?,
+    let mut ch = match (role, opts.rdma_cm) {
+        (Role::Server, false) => {
+            Channel::accept(ctx, opts.listener.as_deref(), opts.tcp_port, limit)?
+        }
+        (Role::Client(ip), false) => {
+            Channel::connect(ctx, SocketAddr::new(*ip, opts.tcp_port), limit)?
+        }
+        (Role::Server, true) => Channel::cm_accept(ctx, opts.tcp_port, limit)?,
+        (Role::Client(ip), true) => {
+            Channel::cm_connect(ctx, *ip, opts.tcp_port, opts.gid_index, limit)?
+        }
     };
     let a = channel::setup(&mut ch, ctx, PAGE, CACHE_LINE, want as u8)?;
     let mtu = Mtu::ALL[(a.mtu.clamp(1, 5) - 1) as usize];
     let mut s = Setup::create(ctx, p, a, server, opts.gid_index)?;
     let out_reads = out_reads(ctx, &p);
+    let test_conns = if opts.rdma_cm {
+        cm::connect_test_qps(ctx, &mut ch, &s, role, opts, limit)?
+    } else {
+        Vec::new()
+    };
     report::print_banner(
         &report::Banner {
             title: &p.title(),
@@ -578,6 +595,7 @@ pub fn run<B: Backend>(
             mtu_bytes: mtu.bytes(),
             gid_index: opts.gid_index,
             out_reads: matches!(p.test.verb(), Verb::Read | Verb::Atomic).then_some(out_reads),
+            rdma_cm: opts.rdma_cm,
         },
         out,
     )?;
@@ -586,10 +604,11 @@ pub fn run<B: Backend>(
     let mut errors = 0;
     let mut bad = 0;
     let outcome = data_phase(ctx, &mut ch, &mut s, limit, out, &mut errors, &mut bad)?;
-    ch.close(ctx);
     // Answer the peer's resends if our last ACKs were lost.
     let qps: Vec<&Qp> = s.qps.iter().collect();
     crate::tools::exchange::linger(ctx, &qps);
+    cm::disconnect(ctx, &test_conns, server, limit);
+    ch.close(ctx);
     let counters = s.counters(ctx)?;
     let (local, remote) = s.destroy(ctx)?;
     Ok(Report {
@@ -622,7 +641,10 @@ fn before_run<B: Backend>(
             }
             Step::Connect => {
                 check_gids(&s.local[0], &s.remote[0])?;
-                connect(ctx, s, mtu)?;
+                // With -R the QPs were connected by RDMA-CM already.
+                if !ch.is_cm() {
+                    connect(ctx, s, mtu)?;
+                }
             }
             Step::PostRecvs => run::post_initial_recvs(ctx, s)?,
             Step::Barrier => {
@@ -793,5 +815,6 @@ fn exchange_reports<B: Backend>(
     })
 }
 
+mod cm;
 #[cfg(test)]
 mod tests;

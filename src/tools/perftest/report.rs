@@ -202,6 +202,8 @@ pub struct Banner<'a> {
     pub cq_mod: Option<u32>,
     /// `Mtu`: the path MTU in bytes.
     pub mtu_bytes: u32,
+    /// `rdma_cm QPs` and `Data ex. method`: connected by RDMA-CM (`-R`).
+    pub rdma_cm: bool,
     /// `GID index`.
     pub gid_index: u8,
     /// `Outstand reads` for READ and atomics, else `Max inline data`.
@@ -238,8 +240,13 @@ pub fn print_banner(b: &Banner<'_>, out: &mut dyn Write) -> io::Result<()> {
         Some(o) => writeln!(out, " Outstand reads  : {o}")?,
         None => writeln!(out, " Max inline data : 0[B]")?,
     }
-    writeln!(out, " rdma_cm QPs\t : OFF")?;
-    writeln!(out, " Data ex. method : Ethernet")?;
+    if b.rdma_cm {
+        writeln!(out, " rdma_cm QPs\t : ON")?;
+        writeln!(out, " Data ex. method : rdma_cm")?;
+    } else {
+        writeln!(out, " rdma_cm QPs\t : OFF")?;
+        writeln!(out, " Data ex. method : Ethernet")?;
+    }
     writeln!(out, "{RESULT_LINE}")
 }
 

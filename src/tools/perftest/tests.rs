@@ -19,6 +19,12 @@ fn ctx(port: LoopbackPort, last: u8) -> Context<LoopbackPort> {
 
 /// Runs `opts` on both ends; returns (server, client) reports and output.
 fn both(opts: Opts) -> ((Report, String), (Report, String)) {
+    both_at(opts, "127.0.0.1")
+}
+
+/// As [`both`], the client connecting to `server` (the TCP exchange's
+/// address, or the server's GID with `-R`).
+fn both_at(opts: Opts, at: &str) -> ((Report, String), (Report, String)) {
     let _one = crate::tools::spinning_pair();
     let (pa, pb) = loopback::pair(1024, 4352);
     let o2 = opts.clone();
@@ -30,12 +36,7 @@ fn both(opts: Opts) -> ((Report, String), (Report, String)) {
     });
     let mut c = ctx(pb, 2);
     let mut out = Vec::new();
-    let rc = run(
-        &mut c,
-        &Role::Client("127.0.0.1".parse().unwrap()),
-        &opts,
-        &mut out,
-    );
+    let rc = run(&mut c, &Role::Client(at.parse().unwrap()), &opts, &mut out);
     let (rs, out_s) = server.join().unwrap();
     let out_c = String::from_utf8(out).unwrap();
     let rc = rc.unwrap_or_else(|e| panic!("client: {e:#}\n{out_c}\nserver: {out_s}"));
@@ -53,6 +54,32 @@ fn opts(test: Test) -> Opts {
         listener: Some(std::sync::Arc::new(l)),
         timeout: std::time::Duration::from_secs(20),
         ..Opts::new(test)
+    }
+}
+
+/// `-R`: the control channel and the test QPs connected by RDMA-CM (on
+/// RDMA-CM port 18515 of each context: nothing else shares it), the keys
+/// exchanged as binary `pingpong_dest`s; WRITE, READ and SEND tests end
+/// with the same results as over TCP.
+#[test]
+fn rdma_cm_runs_write_read_and_send_tests() {
+    for test in [Test::WriteBw, Test::ReadLat, Test::SendBw] {
+        let o = Opts {
+            iters: Some(200),
+            size: Some(4099),
+            rdma_cm: true,
+            timeout: std::time::Duration::from_secs(20),
+            ..Opts::new(test)
+        };
+        let ((s, out_s), (c, out_c)) = both_at(o, "198.18.0.1");
+        assert_eq!(c.errors + s.errors, 0, "{test:?}");
+        assert!(out_c.contains(" Data ex. method : rdma_cm"), "{out_c}");
+        assert!(out_s.contains(" rdma_cm QPs\t : ON"), "{out_s}");
+        match test {
+            Test::WriteBw => assert_eq!(s.counters.rx_write_requests, 200),
+            Test::ReadLat => assert_eq!(s.counters.rx_read_requests, 200),
+            _ => assert_eq!(s.counters.rdma_recvs, 200),
+        }
     }
 }
 
