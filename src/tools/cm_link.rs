@@ -28,6 +28,9 @@ pub struct CmLink {
     rx: Mr,
     tx: Mr,
     conn: Option<CmConn>,
+    /// A message that arrived while we waited for our SEND's completion
+    /// (its ACK was late): its length, for the next `recv`.
+    early: std::cell::Cell<Option<u32>>,
 }
 
 /// The next RDMA-CM event that `want` takes (others are set aside: the
@@ -47,7 +50,10 @@ pub fn wait_event<B: Backend, T>(
             if let Some(v) = want(&e) {
                 return Ok(v);
             }
-            if let RdmaCmEvent::Rejected { .. } | RdmaCmEvent::Unreachable { .. } = &e {
+            if let RdmaCmEvent::Rejected { .. }
+            | RdmaCmEvent::Unreachable { .. }
+            | RdmaCmEvent::ConnectError { .. } = &e
+            {
                 bail!("{what}: {e:?}");
             }
         }
@@ -121,6 +127,7 @@ impl CmLink {
             rx,
             tx,
             conn: None,
+            early: std::cell::Cell::new(None),
         };
         l.post_recv(ctx)?;
         Ok(l)
@@ -166,8 +173,15 @@ impl CmLink {
         Ok(ctx.post_recv(&self.qp, wr)?)
     }
 
-    /// The next completion of `opcode` (a SEND's or a receive's).
+    /// The next completion of a receive (`recv`) or of our SEND; a
+    /// receive that completes first while we wait for the SEND is kept for
+    /// the next wait for one.
     fn wait<B: Backend>(&self, ctx: &mut Context<B>, recv: bool, limit: Duration) -> Result<u32> {
+        if recv {
+            if let Some(n) = self.early.take() {
+                return Ok(n);
+            }
+        }
         let end = ctx.now() + limit;
         let mut wcs = Vec::new();
         loop {
@@ -180,8 +194,12 @@ impl CmLink {
                     wc.status,
                     wc.status as u32
                 );
-                if (wc.opcode == WcOpcode::Recv) == recv {
+                let is_recv = wc.opcode == WcOpcode::Recv;
+                if is_recv == recv {
                     return Ok(wc.byte_len);
+                }
+                if is_recv {
+                    self.early.set(Some(wc.byte_len));
                 }
                 continue;
             }

@@ -126,6 +126,14 @@ pub enum RdmaCmEvent {
         /// The REJ's private data.
         private_data: Vec<u8>,
     },
+    /// The REP came but our QP could not take its values
+    /// (`RDMA_CM_EVENT_CONNECT_ERROR`); a REJ went back.
+    ConnectError {
+        /// The connection.
+        conn: CmConn,
+        /// Why the QP refused.
+        error: String,
+    },
     /// No answer through every resend (`RDMA_CM_EVENT_UNREACHABLE`).
     Unreachable {
         /// The connection.
@@ -331,8 +339,12 @@ impl<B: Backend> Context<B> {
             .unwrap_or(Mtu::Mtu1024)
             .min(self.active_mtu);
         let rq_psn = random_psn(qp.qpn);
-        let resp = param.responder_resources.min(req.responder_resources);
-        let init = param.initiator_depth.min(req.initiator_depth);
+        let max = self.host.dev.config().max_qp_rd_atom;
+        let resp = param
+            .responder_resources
+            .min(req.responder_resources)
+            .min(max);
+        let init = param.initiator_depth.min(req.initiator_depth).min(max);
         let peer = req.from.gid.to_canonical();
         let steps = ProgramQp {
             peer,
@@ -652,6 +664,8 @@ impl<B: Backend> Context<B> {
                 else {
                     return;
                 };
+                // The peer may grant more READs than this device keeps.
+                let max = self.host.dev.config().max_qp_rd_atom;
                 let steps = ProgramQp {
                     peer,
                     sgid_index,
@@ -659,19 +673,20 @@ impl<B: Backend> Context<B> {
                     remote_qpn: info.remote_qpn,
                     rq_psn,
                     sq_psn: info.starting_psn.value(),
-                    max_dest_rd_atomic: info.responder_resources,
-                    max_rd_atomic: info.initiator_depth,
+                    max_dest_rd_atomic: info.responder_resources.min(max),
+                    max_rd_atomic: info.initiator_depth.min(max),
                     timeout: info.local_ack_timeout,
                     retry_cnt: c.param.retry_count,
                     rnr_retry: info.rnr_retry_count,
                 };
-                if self.program(qpn, &steps).is_err() {
+                if let Err(e) = self.program(qpn, &steps) {
+                    // As librdmacm: the QP could not take the REP's values,
+                    // so the connection is refused (REJ, consumer defined).
                     let _ = g.agent.reject(now, id, cm::reason::CONSUMER_DEFINED, &[]);
                     g.conns.remove(&id);
-                    RdmaCmEvent::Rejected {
+                    RdmaCmEvent::ConnectError {
                         conn: CmConn(id),
-                        reason: cm::reason::CONSUMER_DEFINED,
-                        private_data: Vec::new(),
+                        error: e.to_string(),
                     }
                 } else {
                     // The agent sends the RTU and reports Established,
