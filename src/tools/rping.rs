@@ -377,49 +377,48 @@ fn serve<B: Backend>(
 ) -> Result<(u32, u32)> {
     let mut n = 0u32;
     loop {
-        // The client's start buffer, then its sink.
-        let Got::Done = wait(ctx, e, RECV, limit)? else {
+        // The client's start buffer: READ it.
+        if !serve_step(ctx, e, o, true, limit)? {
             break;
-        };
-        let (addr, rkey, len) = info(ctx.mr(&e.recv)?);
-        e.post_recv(ctx)?;
-        let len = len.min(o.size);
-        rdma(
-            ctx,
-            e,
-            SendOp::Read {
-                remote_addr: addr,
-                rkey,
-            },
-            len,
-            limit,
-        )?;
+        }
         if o.verbose {
             writeln!(out, "server ping data: {}", text(ctx.mr(&e.rdma)?))?;
         }
         e.send_info(ctx, None)?;
-        let Got::Done = wait(ctx, e, RECV, limit)? else {
+        // Its sink: WRITE ours there.
+        if !serve_step(ctx, e, o, false, limit)? {
             break;
-        };
-        let (addr, rkey, len) = info(ctx.mr(&e.recv)?);
-        e.post_recv(ctx)?;
-        let len = len.min(o.size);
-        rdma(
-            ctx,
-            e,
-            SendOp::Write {
-                remote_addr: addr,
-                rkey,
-            },
-            len,
-            limit,
-        )?;
+        }
         e.send_info(ctx, None)?;
         n += 1;
     }
     writeln!(out, "server DISCONNECT EVENT...")?;
     ctx.rdma_disconnect(conn)?;
     Ok((n, 0))
+}
+
+/// The server's half of a step: the client's buffer description, then an
+/// RDMA READ of that buffer into ours (`read`) or a WRITE of ours to it;
+/// `false` if the client disconnected instead.
+fn serve_step<B: Backend>(
+    ctx: &mut Context<B>,
+    e: &Ends,
+    o: &RpingOpts,
+    read: bool,
+    limit: Duration,
+) -> Result<bool> {
+    let Got::Done = wait(ctx, e, RECV, limit)? else {
+        return Ok(false);
+    };
+    let (remote_addr, rkey, len) = info(ctx.mr(&e.recv)?);
+    e.post_recv(ctx)?;
+    let op = if read {
+        SendOp::Read { remote_addr, rkey }
+    } else {
+        SendOp::Write { remote_addr, rkey }
+    };
+    rdma(ctx, e, op, len.min(o.size), limit)?;
+    Ok(true)
 }
 
 /// An RDMA READ into, or WRITE from, the server's buffer; waits for it.
