@@ -24,6 +24,7 @@
 
 use crate::backend::Backend;
 use crate::time::Duration;
+use crate::tools::cm_link::connect_retrying;
 use crate::transport::{Access, Payload, QpCaps, QpCounters, RecvWr, SendOp, SendWr, WcStatus};
 use crate::verbs::cm::{CmConn, ConnParam, RdmaCmEvent};
 use crate::verbs::{Context, Cq, Mr, Pd, Qp};
@@ -228,7 +229,9 @@ pub fn run<B: Backend>(
         ctx.rdma_accept(conn, &e.qp, &param)?;
         conn
     } else {
-        connect(ctx, &e, o, &param, limit)?
+        // Again while the server's port is not listened on yet, as the
+        // TCP tools try again; rping itself gives up at once.
+        connect_retrying(ctx, &e.qp, o.addr, o.port, o.gid_index, &param, limit)?
     };
     if o.server {
         match next_event(ctx, limit)? {
@@ -249,29 +252,6 @@ pub fn run<B: Backend>(
         bad,
         counters,
     })
-}
-
-/// The client's connect, made again while the server's port is not
-/// listened on yet (REJ "invalid service ID"), as ferroce's TCP tools try
-/// again until the server listens; rping itself gives up at once.
-fn connect<B: Backend>(
-    ctx: &mut Context<B>,
-    e: &Ends,
-    o: &RpingOpts,
-    param: &ConnParam,
-    limit: Duration,
-) -> Result<CmConn> {
-    let end = ctx.now() + limit;
-    loop {
-        let conn = ctx.rdma_connect(&e.qp, o.addr, o.port, o.gid_index, param)?;
-        match next_event(ctx, limit)? {
-            RdmaCmEvent::Established { .. } => return Ok(conn),
-            RdmaCmEvent::Rejected { reason: 8, .. } if ctx.now() < end => {
-                std::thread::sleep(std::time::Duration::from_millis(100));
-            }
-            ev => bail!("connecting to {}:{}: {ev:?}", o.addr, o.port),
-        }
-    }
 }
 
 /// The next RDMA-CM event, or an error after `limit`.
