@@ -511,6 +511,10 @@ fn set_af_packet_mtu(port: &str, a: &AfPacketArgs, mtu: u16) -> Result<()> {
 
 impl Drop for PortInner {
     fn drop(&mut self) {
+        // No interrupt callback (net_memif's control channel) may run on
+        // this port while it closes (see intr.rs); if the interrupt thread
+        // cannot be held, the port closes all the same.
+        let _held = super::intr::hold(std::time::Duration::from_secs(1));
         // SAFETY: the last handle is gone, so no queue is polled any more.
         unsafe {
             let _ = ffi::rte_eth_dev_stop(self.id.0);
