@@ -367,7 +367,8 @@ fn counter_delta(before: &str, after: &str) -> Vec<(String, i64)> {
 /// - the peer's perftest tool gave up on its report because it could not
 ///   calibrate its cycle counter under emulation (`get_cpu_mhz()`, then
 ///   "Can't produce a report"), after ferroce's end had passed all its
-///   own checks (the failing step is the peer's exit);
+///   own checks (the failing step is the peer's exit, or ferroce's next
+///   exchange finding the peer gone) and the capture's story is clean;
 /// - without loss, rxe counted only duplicates, ferroce counted ACK
 ///   timeouts, and the capture shows every resend of ferroce's came a full
 ///   ACK timeout after the first sending with nothing from rxe
@@ -378,9 +379,12 @@ fn counter_delta(before: &str, after: &str) -> Vec<(String, i64)> {
 ///   retries exhausted: then no resend can be a loss's.
 fn not_ours(cell: &Cell, f: &Failure, dir: &Path, run_drops: (u64, u64)) -> Option<String> {
     let read = |name: &str| fs::read_to_string(dir.join(name)).unwrap_or_default();
-    // ferroce as server then finds the peer gone before the report exchange.
+    // ferroce then finds the peer gone at its next exchange: closed, or
+    // reset (perftest exits with ferroce's message unread in its socket).
     let ours_done = f.step == "peer"
-        || (f.step == "ferroce" && f.detail.contains("the peer closed the TCP connection"));
+        || (f.step == "ferroce"
+            && (f.detail.contains("the peer closed the TCP connection")
+                || f.detail.contains("Connection reset by peer")));
     if ours_done && read("peer.out").contains("Can't produce a report") {
         return match explain_clean(&dir.join("frames.pcap")) {
             Ok(()) => {
@@ -566,7 +570,24 @@ fn run_one(
         ));
     }
     fs::write(dir.join("peer.out"), &peer.log).map_err(|e| fail("setup", e.to_string()))?;
-    let ours = ours?;
+    // A failure of ferroce's says what the peer and the capture saw too:
+    // the run's files stay on the machine that ran it.
+    let ours = ours.map_err(|mut f| {
+        f.detail += &format!(
+            "\n--- {} ({}):\n{}\n--- the capture's story (ferroce explain):\n{}",
+            cell.tool.peer(),
+            match peer.code {
+                Some(c) => format!("exit {c}"),
+                None => "did not end".into(),
+            },
+            last_lines(&peer.log, 8),
+            match explain_clean(&pcap) {
+                Ok(()) => "every request acknowledged, no error".into(),
+                Err(e) => e,
+            }
+        );
+        f
+    })?;
     if !peer.ok() {
         return Err(fail(
             "peer",
