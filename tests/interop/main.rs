@@ -376,7 +376,10 @@ fn counter_delta(before: &str, after: &str) -> Vec<(String, i64)> {
 ///   sooner, or after an acknowledgement, is ferroce's bug and fails;
 /// - the same stall in a run of a loss cell in which the loss rule had
 ///   dropped nothing yet (`run_drops`), which ferroce ended with its
-///   retries exhausted: then no resend can be a loss's.
+///   retries exhausted: then no resend can be a loss's;
+/// - ferroce gave up waiting for the peer (its data or its next control
+///   message) while the capture's story is clean: every request of both
+///   ends acknowledged, nothing refused, so nothing was owed to the peer.
 fn not_ours(cell: &Cell, f: &Failure, dir: &Path, run_drops: (u64, u64)) -> Option<String> {
     let read = |name: &str| fs::read_to_string(dir.join(name)).unwrap_or_default();
     // ferroce then finds the peer gone at its next exchange: closed, or
@@ -390,6 +393,24 @@ fn not_ours(cell: &Cell, f: &Failure, dir: &Path, run_drops: (u64, u64)) -> Opti
             Ok(()) => {
                 Some("perftest on rxe could not calibrate its clock after a clean transfer".into())
             }
+            Err(e) => {
+                println!("  {}: no rerun: {e}", cell.id());
+                None
+            }
+        };
+    }
+    // ferroce waited for the peer, and the capture shows every request of
+    // either end acknowledged and none refused: the peer's tool sent
+    // nothing more (rxe or the emulated guest stalled). A request of rxe's
+    // left unanswered, or one of ours, shows in the story and fails.
+    let waited_on_peer = f.step == "ferroce"
+        && (f.detail.contains("(nothing happened for ")
+            || f.detail.contains("no message from the peer in "));
+    if waited_on_peer {
+        return match explain_clean(&dir.join("frames.pcap")) {
+            Ok(()) => Some(
+                "the peer sent nothing more with every request acknowledged (clean capture)".into(),
+            ),
             Err(e) => {
                 println!("  {}: no rerun: {e}", cell.id());
                 None
@@ -573,8 +594,10 @@ fn run_one(
     // A failure of ferroce's says what the peer and the capture saw too:
     // the run's files stay on the machine that ran it.
     let ours = ours.map_err(|mut f| {
+        let kernel = lab.guest.run("dmesg | tail -n 6", Duration::from_secs(10));
         f.detail += &format!(
-            "\n--- {} ({}):\n{}\n--- the capture's story (ferroce explain):\n{}",
+            "\n--- the guest's kernel, last lines:\n{}\n--- {} ({}):\n{}\n--- the capture's story (ferroce explain):\n{}",
+            kernel.log.trim_end(),
             cell.tool.peer(),
             match peer.code {
                 Some(c) => format!("exit {c}"),
