@@ -465,6 +465,7 @@ impl RateController for DcqcnCx {
             alpha: self.alpha as f64 / ALPHA_ONE as f64,
             timer_stage: self.timer_stage,
             byte_stage: self.byte_stage,
+            rtt_ns: 0,
         }
     }
 

@@ -315,6 +315,7 @@ impl RateController for DcqcnPaper {
             alpha: self.alpha,
             timer_stage: self.timer_stage,
             byte_stage: self.byte_stage,
+            rtt_ns: 0,
         }
     }
 

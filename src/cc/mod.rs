@@ -51,6 +51,40 @@ pub struct CcState {
     pub timer_stage: u32,
     /// Rate-increase events counted by the byte counter since the last cut.
     pub byte_stage: u32,
+    /// The last RTT sample the controller took, nanoseconds (0: none;
+    /// controllers that use no RTT leave it 0).
+    pub rtt_ns: u64,
+}
+
+/// What one acknowledgement tells the reaction point: the per-ACK input of
+/// delay- and window-based controllers ([`RateController::on_ack`]).
+///
+/// The transport builds it from its own send log: each request packet's
+/// send time and length, kept until it is acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AckSample {
+    /// Bytes (whole frames, as sent) newly acknowledged.
+    pub acked_bytes: u64,
+    /// Request packets newly acknowledged.
+    pub acked_pkts: u32,
+    /// From the latest sending of the newest packet this acknowledgement
+    /// covers to its arrival (`None`: that packet is not in the send log).
+    pub rtt: Option<Duration>,
+    /// Whether that packet was sent more than once. Karn's rule would
+    /// drop such a sample, as the acknowledgement cannot say which sending
+    /// it answers; under go-back-N it mostly answers the latest (the
+    /// first copy was lost), and dropping every such sample starves a
+    /// delay-based controller exactly when its queue overflows. A
+    /// controller may still ignore it.
+    pub rtt_resent: bool,
+    /// The bytes of that packet (a controller that subtracts its
+    /// serialisation time, as TIMELY does, needs them).
+    pub rtt_bytes: u32,
+    /// Bytes sent and not yet acknowledged, after this acknowledgement.
+    pub inflight_bytes: u64,
+    /// Whether a CNP arrived for the QP since the previous sample: the
+    /// ECN echo of RoCE (reference B.8).
+    pub ecn_echo: bool,
 }
 
 /// Counters of one controller.
@@ -125,7 +159,7 @@ pub struct TraceRecord {
 impl TraceRecord {
     /// The CSV header matching [`TraceRecord`]'s `Display`.
     pub const CSV_HEADER: &'static str =
-        "time_ns,event,rate_bps,target_bps,alpha,timer_stage,byte_stage";
+        "time_ns,event,rate_bps,target_bps,alpha,timer_stage,byte_stage,rtt_ns";
 }
 
 impl fmt::Display for TraceRecord {
@@ -134,14 +168,15 @@ impl fmt::Display for TraceRecord {
         let s = &self.state;
         write!(
             f,
-            "{},{},{},{},{:.6},{},{}",
+            "{},{},{},{},{:.6},{},{},{}",
             self.time.as_nanos(),
             self.event.name(),
             s.rate_bps,
             s.target_bps,
             s.alpha,
             s.timer_stage,
-            s.byte_stage
+            s.byte_stage,
+            s.rtt_ns
         )
     }
 }
@@ -154,8 +189,18 @@ pub trait RateController: fmt::Debug + Send {
     fn on_cnp(&mut self, now: Instant);
     /// A paced packet of `bytes` (the whole frame) left at `now`.
     fn on_sent(&mut self, now: Instant, bytes: u64);
+    /// An acknowledgement arrived at `now` (after `on_cnp` for any CNP
+    /// that came before it). Controllers driven by CNPs alone ignore it.
+    fn on_ack(&mut self, now: Instant, ack: &AckSample) {
+        let _ = (now, ack);
+    }
     /// The rate to pace at, bits per second; `None`: not limited.
     fn rate_bps(&self) -> Option<u64>;
+    /// The most bytes the QP may have unacknowledged, on top of the rate;
+    /// `None`: no window.
+    fn window_bytes(&self) -> Option<u64> {
+        None
+    }
     /// When a timer may next change the rate (a rate increase, a deferred
     /// cut); `None`: no such timer runs. A caller holding a packet back
     /// wakes then to read the rate again.
@@ -354,6 +399,7 @@ impl RateController for NoControl {
             alpha: 0.0,
             timer_stage: 0,
             byte_stage: 0,
+            rtt_ns: 0,
         }
     }
 

@@ -292,6 +292,7 @@ impl Requester {
         if !to.after(self.comp_psn) {
             return;
         }
+        self.log.acked(self.comp_psn, to, env.now);
         self.comp_psn = to;
         if self.psn.before(to) {
             // Acknowledged beyond where a retry had gone back to.

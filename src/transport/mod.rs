@@ -40,6 +40,7 @@ pub mod path;
 pub mod qp;
 pub mod requester;
 pub mod responder;
+pub(crate) mod sendlog;
 pub mod ud;
 pub mod vlan;
 pub mod wr;
@@ -1056,7 +1057,11 @@ impl Device {
             None
         } else {
             let (req, mut env) = qp.completer(&mut self.mrs, &mut self.cqs, now);
-            match req.on_response(&mut env, f) {
+            let outcome = req.on_response(&mut env, f);
+            if let Some(ack) = qp.req.log.take() {
+                qp.cc.on_ack(now, &ack);
+            }
+            match outcome {
                 Outcome::Fatal(s) => Some(s),
                 Outcome::Ok => None,
             }
@@ -1113,6 +1118,7 @@ impl Device {
         };
         let before = *qp.cc.counters();
         qp.cc.on_cnp(now);
+        qp.req.log.cnp();
         let after = qp.cc.counters();
         qp.counters.rp_cnp_handled += after.rp_cnp_handled - before.rp_cnp_handled;
         qp.counters.rp_cnp_ignored += after.rp_cnp_ignored - before.rp_cnp_ignored;
@@ -1249,6 +1255,7 @@ impl Device {
             max_rd_atomic: qp.attr.max_rd_atomic as u32,
             timeout: ack_timeout(qp.attr.timeout),
             draining: qp.state == QpState::Sqd,
+            window: qp.cc.window_bytes(),
             mrs,
             counters: &mut qp.counters,
         };

@@ -17,6 +17,7 @@
 
 use super::mr::{Access, MrTable, PdId};
 use super::path::{Packet, Path};
+use super::sendlog::SendLog;
 use super::wr::{Payload, SendOp, SendWr, WcStatus};
 use super::QpCounters;
 use crate::time::{Duration, Instant};
@@ -142,6 +143,8 @@ pub(crate) struct Requester {
     pub drained_reported: bool,
     /// The packet being built found its data's region gone.
     lost_region: bool,
+    /// Each packet's send time and length until acknowledged.
+    pub log: SendLog,
 }
 
 /// What the requester needs of its QP to build a packet.
@@ -154,6 +157,9 @@ pub(crate) struct TxEnv<'a> {
     pub timeout: Option<Duration>,
     /// In SQD no new message starts.
     pub draining: bool,
+    /// The reaction point's window: no new packet leaves while this many
+    /// bytes are unacknowledged.
+    pub window: Option<u64>,
     pub mrs: &'a MrTable,
     pub counters: &'a mut QpCounters,
 }
@@ -188,6 +194,7 @@ impl Requester {
             stopped: false,
             drained_reported: false,
             lost_region: false,
+            log: SendLog::new(cfg.max_inflight),
         }
     }
 
@@ -198,6 +205,7 @@ impl Requester {
         self.comp_psn = sq_psn;
         self.retry_left = retry_cnt;
         self.rnr_left = rnr_retry;
+        self.log.clear();
     }
 
     /// Packets sent and not acknowledged. Every PSN of a started work
@@ -276,6 +284,10 @@ impl Requester {
         if !retransmit && inflight > 0 && inflight + npkts_now > self.cfg.max_inflight {
             return TxOutcome::Idle;
         }
+        if !retransmit && inflight > 0 && env.window.is_some_and(|w| self.log.inflight_bytes() >= w)
+        {
+            return TxOutcome::Idle;
+        }
         if w.first_psn.is_none() {
             // Check the local buffers once, when the message starts.
             let need = if w.wr.op.writes_local() {
@@ -307,6 +319,7 @@ impl Requester {
             }
             env.counters.rdma_sends += 1;
         }
+        let psn = self.psn;
         let Some(n) = self.emit(env, buf) else {
             if core::mem::take(&mut self.lost_region) {
                 self.sq[self.next].local_error = Some(WcStatus::LocProtErr);
@@ -320,6 +333,7 @@ impl Requester {
         if retransmit {
             env.counters.retransmitted_pkts += 1;
         }
+        self.log.sent(psn, now, n as u32, retransmit);
         if self.psn.after(self.max_psn) {
             self.max_psn = self.psn;
         }
