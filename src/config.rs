@@ -112,7 +112,7 @@ pub struct CongestionTable {
     /// default 6.
     pub cnp_prio: u8,
     /// `none`, `dcqcn-cx`, `dcqcn-paper`, or a TOML file of parameters
-    /// (`configs/dcqcn-cx.toml` is one).
+    /// (`configs/cc/dcqcn-cx.toml` is one).
     pub rate_control: String,
     /// The rate control's line rate in Gb/s; 0: the port's link speed.
     pub line_gbps: f64,
@@ -184,7 +184,8 @@ fn rate_control(s: &str) -> Result<crate::cc::CcConfig, String> {
     match crate::cc::CcConfig::by_name_or_file(s) {
         Some(r) => r.map_err(|e| format!("congestion.rate_control: {e}")),
         None => Err(format!(
-            "congestion.rate_control {s:?} is none of none, dcqcn-cx, dcqcn-paper or a .toml file"
+            "congestion.rate_control {s:?} is none of {} or a .toml file",
+            crate::cc::CcConfig::NAMES.join(", ")
         )),
     }
 }
@@ -472,8 +473,8 @@ impl Config {
 
 impl CcConfig {
     /// Reads a rate-control config file: `algorithm = "NAME"` and that
-    /// algorithm's parameters (`configs/dcqcn-cx.toml`,
-    /// `configs/dcqcn-paper.toml`); absent parameters keep their defaults.
+    /// algorithm's parameters (`configs/cc/dcqcn-cx.toml`,
+    /// `configs/cc/dcqcn-paper.toml`); absent parameters keep their defaults.
     pub fn load(path: &Path) -> Result<CcConfig, ConfigError> {
         let (text, p) = read_text(path)?;
         CcConfig::parse(&text, &p)
@@ -526,6 +527,9 @@ impl CcConfig {
             Some(CcConfig::DcqcnPaper(_)) => {
                 CcConfig::DcqcnPaper(toml::from_str(&params).map_err(parse_error)?)
             }
+            Some(CcConfig::Timely(_)) => {
+                CcConfig::Timely(toml::from_str(&params).map_err(parse_error)?)
+            }
             None => {
                 return Err(invalid(format!(
                     "unknown algorithm {name:?}, expected one of {:?}",
@@ -568,7 +572,8 @@ mod tests {
     fn every_shipped_config_parses() {
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/configs");
         let mut n = 0;
-        for e in std::fs::read_dir(dir).unwrap() {
+        let cc = std::fs::read_dir(format!("{dir}/cc")).unwrap();
+        for e in std::fs::read_dir(dir).unwrap().chain(cc) {
             let path = e.unwrap().path();
             if path.extension().is_some_and(|x| x == "toml") {
                 // Rate-control configs name their algorithm at the top.
@@ -588,7 +593,7 @@ mod tests {
 
     #[test]
     fn the_congestion_table_reaches_the_transport() {
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/configs");
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/configs/cc");
         let c = Config::parse(
             &format!(
                 "[congestion]\necn = false\nmin_time_between_cnps_us = 50\ncnp_dscp = 46\n\
@@ -648,12 +653,12 @@ mod tests {
 
     /// Rate-control configs (named `cc` so `cargo test cc::` runs them).
     mod cc {
-        use crate::cc::{CcConfig, CxParams, PaperParams};
+        use crate::cc::{CcConfig, CxParams, PaperParams, TimelyParams};
         use std::path::Path;
 
         fn path(file: &str) -> std::path::PathBuf {
             Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("configs")
+                .join("configs/cc")
                 .join(file)
         }
 
@@ -675,11 +680,15 @@ mod tests {
                 shipped("dcqcn-paper.toml"),
                 CcConfig::DcqcnPaper(PaperParams::default())
             );
+            assert_eq!(
+                shipped("timely.toml"),
+                CcConfig::Timely(TimelyParams::default())
+            );
         }
 
         #[test]
         fn the_shipped_files_list_every_parameter() {
-            for name in ["dcqcn-cx", "dcqcn-paper"] {
+            for name in ["dcqcn-cx", "dcqcn-paper", "timely"] {
                 let file = format!("{name}.toml");
                 let text = std::fs::read_to_string(path(&file)).unwrap();
                 let listed: toml::Table = text.parse().unwrap();
@@ -725,7 +734,10 @@ mod tests {
             let paper = |kv: &str| error(&format!("algorithm = \"dcqcn-paper\"\n{kv}"));
             assert!(cx("rpg_time_rest = 300").contains("unknown field `rpg_time_rest`"));
             assert!(paper("rpg_time_reset = 300").contains("unknown field"));
-            assert!(error("algorithm = \"timely\"").contains("unknown algorithm \"timely\""));
+            assert!(error("algorithm = \"timelier\"").contains("unknown algorithm \"timelier\""));
+            let timely = |kv: &str| error(&format!("algorithm = \"timely\"\n{kv}"));
+            assert!(timely("beta = 1.5").contains("beta 1.5 is outside (0, 1]"));
+            assert!(timely("t_low_us = 900").contains("t_low_us 900 must be below t_high_us"));
             assert!(error("rpg_gd = 11").contains("missing field `algorithm`"));
             assert!(error("algorithm = \"none\"\nrpg_gd = 11").contains("unknown field `rpg_gd`"));
             assert!(cx("rpg_min_dec_fac = 101").contains("rpg_min_dec_fac 101 is above"));

@@ -30,10 +30,12 @@
 mod dcqcn_cx;
 mod dcqcn_paper;
 mod pacer;
+mod timely;
 
 pub use dcqcn_cx::{CxParams, DcqcnCx};
 pub use dcqcn_paper::{DcqcnPaper, PaperParams};
 pub use pacer::Pacer;
+pub use timely::{Timely, TimelyParams};
 
 use crate::time::{Duration, Instant};
 use core::fmt;
@@ -129,6 +131,12 @@ pub enum TraceEvent {
     AdditiveIncrease,
     /// Hyper increase of Rt, then Rc = (Rt + Rc) / 2.
     HyperIncrease,
+    /// An RTT sample raised the rate additively (TIMELY).
+    RttAdditive,
+    /// An RTT sample raised the rate by the hyper-active step (TIMELY).
+    RttHyper,
+    /// An RTT sample cut the rate (TIMELY).
+    RttCut,
 }
 
 impl TraceEvent {
@@ -141,6 +149,9 @@ impl TraceEvent {
             TraceEvent::FastRecovery => "fast_recovery",
             TraceEvent::AdditiveIncrease => "additive_increase",
             TraceEvent::HyperIncrease => "hyper_increase",
+            TraceEvent::RttAdditive => "rtt_additive",
+            TraceEvent::RttHyper => "rtt_hyper",
+            TraceEvent::RttCut => "rtt_cut",
         }
     }
 }
@@ -217,7 +228,7 @@ pub trait RateController: fmt::Debug + Send {
 
 /// Which rate control a QP runs, with its parameters. Its TOML form is
 /// `algorithm = "NAME"` and the parameters of that algorithm (see
-/// `configs/dcqcn-cx.toml`); `crate::config` reads it
+/// `configs/cc/dcqcn-cx.toml`); `crate::config` reads it
 /// (`CcConfig::load`, `CcConfig::from_toml`).
 #[derive(Debug, Clone, PartialEq, Default, serde::Deserialize, serde::Serialize)]
 #[serde(tag = "algorithm", rename_all = "kebab-case")]
@@ -229,6 +240,9 @@ pub enum CcConfig {
     DcqcnCx(CxParams),
     /// DCQCN with the parameters of the paper (Zhu et al., SIGCOMM 2015).
     DcqcnPaper(PaperParams),
+    /// TIMELY, RTT-gradient rate control (Mittal et al., SIGCOMM 2015),
+    /// patched as Zhu et al. (CoNEXT 2016) propose unless told not to.
+    Timely(TimelyParams),
 }
 
 impl CcConfig {
@@ -239,11 +253,12 @@ impl CcConfig {
             CcConfig::None => Box::new(NoControl::new(line_bps)),
             CcConfig::DcqcnCx(p) => Box::new(DcqcnCx::new(p, line_bps)),
             CcConfig::DcqcnPaper(p) => Box::new(DcqcnPaper::new(p, line_bps)),
+            CcConfig::Timely(p) => Box::new(Timely::new(p, line_bps)),
         }
     }
 
     /// Every algorithm's name, as [`CcConfig::name`] gives it.
-    pub const NAMES: [&'static str; 3] = ["none", "dcqcn-cx", "dcqcn-paper"];
+    pub const NAMES: [&'static str; 4] = ["none", "dcqcn-cx", "dcqcn-paper", "timely"];
 
     /// The command-line name of the algorithm (the `algorithm` key of its
     /// TOML).
@@ -252,6 +267,7 @@ impl CcConfig {
             CcConfig::None => "none",
             CcConfig::DcqcnCx(_) => "dcqcn-cx",
             CcConfig::DcqcnPaper(_) => "dcqcn-paper",
+            CcConfig::Timely(_) => "timely",
         }
     }
 
@@ -261,6 +277,7 @@ impl CcConfig {
             "none" => Some(CcConfig::None),
             "dcqcn-cx" => Some(CcConfig::DcqcnCx(CxParams::default())),
             "dcqcn-paper" => Some(CcConfig::DcqcnPaper(PaperParams::default())),
+            "timely" => Some(CcConfig::Timely(TimelyParams::default())),
             _ => None,
         }
     }
@@ -272,6 +289,7 @@ impl CcConfig {
             CcConfig::None => Ok(()),
             CcConfig::DcqcnCx(p) => p.check(),
             CcConfig::DcqcnPaper(p) => p.check(),
+            CcConfig::Timely(p) => p.check(),
         }
     }
 }

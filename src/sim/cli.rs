@@ -39,9 +39,9 @@ pub struct SimOpts {
     /// 20ms; default 20ms).
     #[arg(long, requires = "incast")]
     pub duration: Option<String>,
-    /// Incast: the senders' rate control: dcqcn-cx, dcqcn-paper or none
-    /// (default dcqcn-cx). The CNP interval follows: 50us for dcqcn-paper,
-    /// 4us otherwise.
+    /// Incast: the senders' rate control: dcqcn-cx, dcqcn-paper, timely or
+    /// none, or a .toml parameter file (default dcqcn-cx). The CNP
+    /// interval follows: 50us for dcqcn-paper, 4us otherwise.
     #[arg(long, requires = "incast")]
     pub cc: Option<String>,
     /// Incast: ECN marking starts above this many bytes queued (K and M

@@ -150,7 +150,8 @@ pub enum IncastError {
     BadRetryCnt(u8),
     /// A `--cc` that is neither a known algorithm nor a file.
     #[error(
-        "--cc {0:?} is not an algorithm (expected dcqcn-cx, dcqcn-paper, none or a .toml file)"
+        "--cc {0:?} is not an algorithm (expected one of {names} or a .toml file)",
+        names = CcConfig::NAMES.join(", ")
     )]
     UnknownCc(String),
     /// A `--cc` parameter file that cannot be read or parsed.
@@ -171,7 +172,7 @@ pub enum IncastError {
 
 /// The rate control `name` selects, for the command line: `dcqcn-cx`,
 /// `dcqcn-paper` or `none` with their default parameters, or a TOML file
-/// of parameters (`configs/dcqcn-cx.toml` is one).
+/// of parameters (`configs/cc/dcqcn-cx.toml` is one).
 pub fn parse_cc(name: &str) -> Result<CcConfig, IncastError> {
     match CcConfig::by_name_or_file(name) {
         Some(r) => r.map_err(|e| IncastError::CcFile(e.to_string())),
@@ -1202,14 +1203,14 @@ mod tests {
         for n in ["dcqcn-cx", "dcqcn-paper"] {
             assert_eq!(parse_cc(n).unwrap().name(), n);
         }
-        let file = concat!(env!("CARGO_MANIFEST_DIR"), "/configs/dcqcn-paper.toml");
+        let file = concat!(env!("CARGO_MANIFEST_DIR"), "/configs/cc/dcqcn-paper.toml");
         assert_eq!(parse_cc(file).unwrap().name(), "dcqcn-paper");
         let e = parse_cc("/nonexistent/dcqcn.toml").unwrap_err();
         assert!(e.to_string().contains("nonexistent"), "{e}");
         let e = parse_cc("cubic").unwrap_err();
         assert!(
             e.to_string()
-                .contains("\"cubic\" is not an algorithm (expected dcqcn-cx, dcqcn-paper, none or a .toml file)"),
+                .contains("\"cubic\" is not an algorithm (expected one of none, dcqcn-cx, dcqcn-paper, timely or a .toml file)"),
             "{e}"
         );
         assert_eq!(

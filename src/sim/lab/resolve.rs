@@ -569,7 +569,10 @@ pub(crate) fn rate_control(s: &str, dir: &Path) -> Result<CcConfig, KeyError> {
         Some(Err(e)) => Err(KeyError::new("transport.cc", e.to_string())),
         None => Err(KeyError::new(
             "transport.cc",
-            format!("{s:?} is none of none, dcqcn-cx, dcqcn-paper or a .toml parameter file"),
+            format!(
+                "{s:?} is none of {} or a .toml parameter file",
+                CcConfig::NAMES.join(", ")
+            ),
         )),
     }
 }
