@@ -530,6 +530,9 @@ impl CcConfig {
             Some(CcConfig::Timely(_)) => {
                 CcConfig::Timely(toml::from_str(&params).map_err(parse_error)?)
             }
+            Some(CcConfig::Dctcp(_)) => {
+                CcConfig::Dctcp(toml::from_str(&params).map_err(parse_error)?)
+            }
             None => {
                 return Err(invalid(format!(
                     "unknown algorithm {name:?}, expected one of {:?}",
@@ -630,7 +633,7 @@ mod tests {
         let e = |t: &str| Config::parse(t, "t.toml").unwrap_err().to_string();
         assert!(e("[congestion]\ncnp_dscp = 64").contains("cnp_dscp"));
         assert!(e("[congestion]\ncnp_prio = 8").contains("cnp_prio"));
-        assert!(e("[congestion]\nrate_control = \"dctcp\"").contains("dcqcn-cx"));
+        assert!(e("[congestion]\nrate_control = \"cubic\"").contains("dcqcn-cx"));
         assert!(e("[congestion]\nrate_control = \"/nonexistent.toml\"").contains("nonexistent"));
         assert!(e("[congestion]\nline_gbps = -1").contains("line_gbps"));
         assert!(e("[congestion]\ncnp = 1").contains("unknown field"));
@@ -653,7 +656,7 @@ mod tests {
 
     /// Rate-control configs (named `cc` so `cargo test cc::` runs them).
     mod cc {
-        use crate::cc::{CcConfig, CxParams, PaperParams, TimelyParams};
+        use crate::cc::{CcConfig, CxParams, DctcpParams, PaperParams, TimelyParams};
         use std::path::Path;
 
         fn path(file: &str) -> std::path::PathBuf {
@@ -684,11 +687,15 @@ mod tests {
                 shipped("timely.toml"),
                 CcConfig::Timely(TimelyParams::default())
             );
+            assert_eq!(
+                shipped("dctcp.toml"),
+                CcConfig::Dctcp(DctcpParams::default())
+            );
         }
 
         #[test]
         fn the_shipped_files_list_every_parameter() {
-            for name in ["dcqcn-cx", "dcqcn-paper", "timely"] {
+            for name in ["dcqcn-cx", "dcqcn-paper", "timely", "dctcp"] {
                 let file = format!("{name}.toml");
                 let text = std::fs::read_to_string(path(&file)).unwrap();
                 let listed: toml::Table = text.parse().unwrap();

@@ -203,3 +203,17 @@ fn the_original_timely_is_less_fair_than_the_patched() {
     assert!(o.jain_second_half + 0.1 < p.jain_second_half, "{o}\n{p}");
     assert_eq!(o.completion_errors, 0, "{o}");
 }
+
+/// Rate-based DCTCP on the CNP as its ECN echo, at 16:1: fair enough,
+/// fills the link, no drop after the first milliseconds. Measured: Jain
+/// 0.913, utilisation 92.4%, queue p99 337 KB in the second half.
+#[test]
+fn dctcp_16_to_1_is_fair_and_fills_the_link_after_the_first_milliseconds() {
+    let r = incast(16, parse_cc("dctcp").expect("DCTCP"));
+    assert!(r.jain_second_half >= 0.9, "fairness\n{r}");
+    assert!(r.utilisation_second_half >= 0.85, "utilisation\n{r}");
+    assert_eq!(r.tail_drops_second_half, 0, "drops\n{r}");
+    assert_eq!(r.completion_errors, 0, "errors\n{r}");
+    assert!(r.drained, "drain\n{r}");
+    assert_eq!(r.cnp_handled, r.cnp_sent, "every CNP is an ECN echo\n{r}");
+}

@@ -29,11 +29,13 @@
 
 mod dcqcn_cx;
 mod dcqcn_paper;
+mod dctcp;
 mod pacer;
 mod timely;
 
 pub use dcqcn_cx::{CxParams, DcqcnCx};
 pub use dcqcn_paper::{DcqcnPaper, PaperParams};
+pub use dctcp::{Dctcp, DctcpParams};
 pub use pacer::Pacer;
 pub use timely::{Timely, TimelyParams};
 
@@ -243,6 +245,9 @@ pub enum CcConfig {
     /// TIMELY, RTT-gradient rate control (Mittal et al., SIGCOMM 2015),
     /// patched as Zhu et al. (CoNEXT 2016) propose unless told not to.
     Timely(TimelyParams),
+    /// DCTCP made rate-based on RoCE's ECN echo (the CNP), as the HPCC
+    /// simulator runs it (Alizadeh et al., SIGCOMM 2010).
+    Dctcp(DctcpParams),
 }
 
 impl CcConfig {
@@ -254,11 +259,12 @@ impl CcConfig {
             CcConfig::DcqcnCx(p) => Box::new(DcqcnCx::new(p, line_bps)),
             CcConfig::DcqcnPaper(p) => Box::new(DcqcnPaper::new(p, line_bps)),
             CcConfig::Timely(p) => Box::new(Timely::new(p, line_bps)),
+            CcConfig::Dctcp(p) => Box::new(Dctcp::new(p, line_bps)),
         }
     }
 
     /// Every algorithm's name, as [`CcConfig::name`] gives it.
-    pub const NAMES: [&'static str; 4] = ["none", "dcqcn-cx", "dcqcn-paper", "timely"];
+    pub const NAMES: [&'static str; 5] = ["none", "dcqcn-cx", "dcqcn-paper", "timely", "dctcp"];
 
     /// The command-line name of the algorithm (the `algorithm` key of its
     /// TOML).
@@ -268,6 +274,7 @@ impl CcConfig {
             CcConfig::DcqcnCx(_) => "dcqcn-cx",
             CcConfig::DcqcnPaper(_) => "dcqcn-paper",
             CcConfig::Timely(_) => "timely",
+            CcConfig::Dctcp(_) => "dctcp",
         }
     }
 
@@ -278,6 +285,7 @@ impl CcConfig {
             "dcqcn-cx" => Some(CcConfig::DcqcnCx(CxParams::default())),
             "dcqcn-paper" => Some(CcConfig::DcqcnPaper(PaperParams::default())),
             "timely" => Some(CcConfig::Timely(TimelyParams::default())),
+            "dctcp" => Some(CcConfig::Dctcp(DctcpParams::default())),
             _ => None,
         }
     }
@@ -290,6 +298,7 @@ impl CcConfig {
             CcConfig::DcqcnCx(p) => p.check(),
             CcConfig::DcqcnPaper(p) => p.check(),
             CcConfig::Timely(p) => p.check(),
+            CcConfig::Dctcp(p) => p.check(),
         }
     }
 }

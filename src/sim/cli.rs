@@ -39,7 +39,7 @@ pub struct SimOpts {
     /// 20ms; default 20ms).
     #[arg(long, requires = "incast")]
     pub duration: Option<String>,
-    /// Incast: the senders' rate control: dcqcn-cx, dcqcn-paper, timely or
+    /// Incast: the senders' rate control: dcqcn-cx, dcqcn-paper, timely, dctcp or
     /// none, or a .toml parameter file (default dcqcn-cx). The CNP
     /// interval follows: 50us for dcqcn-paper, 4us otherwise.
     #[arg(long, requires = "incast")]

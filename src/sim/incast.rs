@@ -1210,7 +1210,7 @@ mod tests {
         let e = parse_cc("cubic").unwrap_err();
         assert!(
             e.to_string()
-                .contains("\"cubic\" is not an algorithm (expected one of none, dcqcn-cx, dcqcn-paper, timely or a .toml file)"),
+                .contains("\"cubic\" is not an algorithm (expected one of none, dcqcn-cx, dcqcn-paper, timely, dctcp or a .toml file)"),
             "{e}"
         );
         assert_eq!(

@@ -588,7 +588,7 @@ fn bad_values_are_named_with_their_key_and_file() {
             "switch.pfc.quanta",
             "outside 1..=65535",
         ),
-        ("transport.cc", "\"dctcp\"", "transport.cc", "dcqcn-cx"),
+        ("transport.cc", "\"cubic\"", "transport.cc", "dcqcn-cx"),
         (
             "transport.cc",
             "\"missing.toml\"",
