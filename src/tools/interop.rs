@@ -305,6 +305,11 @@ pub struct PerftestCmd {
     /// Give up after this many milliseconds without progress.
     #[arg(long, default_value_t = 60_000)]
     pub timeout_ms: u64,
+    /// Write every rate decision of our QPs (the `[congestion]` table's
+    /// rate control) to this CSV file: the QP, then the columns of
+    /// `ferroce sim --incast --csv`'s cc_trace.csv.
+    #[arg(long = "cc-trace")]
+    pub cc_trace: Option<PathBuf>,
     /// The server's address (TCP); without it we are the server.
     pub server: Option<IpAddr>,
 }
@@ -338,6 +343,7 @@ impl PerftestCmd {
             timeout: std::time::Duration::from_millis(self.timeout_ms),
             device: format!("ferroce:{}", self.at.port),
             rdma_cm: self.rdma_cm,
+            cc_trace: self.cc_trace.is_some(),
         })
     }
 
@@ -461,6 +467,22 @@ mod dpdk_run {
             println!(" counters: {}", r.counters);
             println!(" host: {}", run.host);
             println!(" port: {}", describe_limit(&run.limit));
+        }
+        if let Some(path) = &a.cc_trace {
+            let mut csv = format!("qp,{}\n", crate::cc::TraceRecord::CSV_HEADER);
+            let mut n = 0;
+            for (qpn, records) in &r.cc_trace {
+                for rec in records {
+                    csv += &format!("{qpn},{rec}\n");
+                    n += 1;
+                }
+            }
+            std::fs::write(path, csv)
+                .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+            println!(
+                " cc trace: {n} rate decisions written to {}",
+                path.display()
+            );
         }
         if r.bad_payloads > 0 {
             println!(" {} messages arrived with the wrong length", r.bad_payloads);

@@ -1410,6 +1410,14 @@ impl Device {
         self.qps.get(&qpn).map(|q| *q.cc.counters())
     }
 
+    /// Starts (`true`) or stops keeping a QP's rate-decision records
+    /// (its initial setting is [`CongestionConfig::trace`]).
+    pub fn set_cc_trace(&mut self, qpn: u32, on: bool) {
+        if let Some(q) = self.qps.get_mut(&qpn) {
+            q.cc.set_trace(on);
+        }
+    }
+
     /// Moves a QP's rate-decision records (kept when
     /// [`CongestionConfig::trace`] is on) into `out`.
     pub fn drain_cc_trace(&mut self, qpn: u32, out: &mut Vec<TraceRecord>) {

@@ -822,8 +822,15 @@ impl<B: Backend> Context<B> {
             .ok_or(Error::Verb(transport::Error::NoSuchQp))
     }
 
+    /// Starts or stops keeping the QP's rate-decision records.
+    pub fn set_cc_trace(&mut self, qp: &Qp, on: bool) -> Result<(), Error> {
+        self.mine(qp.ctx)?;
+        self.host.dev.set_cc_trace(qp.qpn, on);
+        Ok(())
+    }
+
     /// Moves the QP's rate-decision records into `out` (kept when
-    /// `ContextConfig::congestion.trace` is on).
+    /// `ContextConfig::congestion.trace` is on, or `set_cc_trace`).
     pub fn drain_cc_trace(
         &mut self,
         qp: &Qp,

@@ -199,6 +199,8 @@ pub struct Opts {
     /// `-R`: connect by RDMA-CM, the control channel included (the port
     /// is `tcp_port`'s number, in RDMA-CM's TCP port space).
     pub rdma_cm: bool,
+    /// Keep every rate decision of our QPs for [`Report::cc_trace`].
+    pub cc_trace: bool,
 }
 
 impl Opts {
@@ -223,6 +225,7 @@ impl Opts {
             timeout: std::time::Duration::from_secs(60),
             device: "ferroce0".into(),
             rdma_cm: false,
+            cc_trace: false,
         }
     }
 }
@@ -401,6 +404,8 @@ pub struct Report {
     pub bad_payloads: u64,
     /// Work requests that completed with an error.
     pub errors: u64,
+    /// With `Opts::cc_trace`: each QP's number and its rate decisions.
+    pub cc_trace: Vec<(u32, Vec<crate::cc::TraceRecord>)>,
 }
 
 /// The resources of a run.
@@ -600,6 +605,11 @@ pub fn run<B: Backend>(
         out,
     )?;
     before_run(ctx, &mut ch, &mut s, mtu)?;
+    if opts.cc_trace {
+        for qp in &s.qps {
+            ctx.set_cc_trace(qp, true)?;
+        }
+    }
     print_keys(&s, out)?;
     let mut errors = 0;
     let mut bad = 0;
@@ -610,6 +620,14 @@ pub fn run<B: Backend>(
     cm::disconnect(ctx, &test_conns, server, limit);
     ch.close(ctx);
     let counters = s.counters(ctx)?;
+    let mut cc_trace = Vec::new();
+    if opts.cc_trace {
+        for qp in &s.qps {
+            let mut t = Vec::new();
+            ctx.drain_cc_trace(qp, &mut t)?;
+            cc_trace.push((qp.num(), t));
+        }
+    }
     let (local, remote) = s.destroy(ctx)?;
     Ok(Report {
         params: p,
@@ -619,6 +637,7 @@ pub fn run<B: Backend>(
         counters,
         bad_payloads: bad,
         errors,
+        cc_trace,
     })
 }
 
