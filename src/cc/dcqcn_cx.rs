@@ -53,8 +53,7 @@
 //!   1 Mb/s).
 
 use super::{
-    earliest_due, halfway, max_rate_bps, mbps, micros, CcCounters, CcState, RateController, Trace,
-    TraceEvent, TraceRecord,
+    earliest_due, halfway, max_rate_bps, mbps, micros, Books, CcState, RateController, TraceEvent,
 };
 use crate::time::{Duration, Instant};
 
@@ -217,8 +216,7 @@ pub struct DcqcnCx {
     cut_deferred: bool,
     /// The next rate-increase timer event; `None`: stopped.
     next_increase: Option<Instant>,
-    counters: CcCounters,
-    trace: Trace,
+    books: Books,
 }
 
 impl DcqcnCx {
@@ -244,8 +242,7 @@ impl DcqcnCx {
             last_cut: None,
             cut_deferred: false,
             next_increase: None,
-            counters: CcCounters::default(),
-            trace: Trace::default(),
+            books: Books::default(),
         }
     }
 
@@ -259,9 +256,9 @@ impl DcqcnCx {
     }
 
     fn record(&mut self, at: Instant, event: TraceEvent) {
-        if self.trace.is_on() {
+        if self.books.trace.is_on() {
             let state = self.state();
-            self.trace.push(at, event, state);
+            self.books.trace.push(at, event, state);
         }
     }
 
@@ -363,7 +360,7 @@ impl DcqcnCx {
         self.next_increase = Some(at + micros(self.p.rpg_time_reset));
         self.last_cut = Some(at);
         self.cut_deferred = false;
-        self.counters.rate_cuts += 1;
+        self.books.counters.rate_cuts += 1;
         self.record(at, TraceEvent::Cut);
     }
 
@@ -387,7 +384,7 @@ impl DcqcnCx {
             Stage::Timer => self.timer_stage = t.saturating_add(1),
             Stage::Bytes => self.byte_stage = bc.saturating_add(1),
         }
-        self.counters.rate_increases += 1;
+        self.books.counters.rate_increases += 1;
         self.record(at, event);
         if self.rc == self.max_bps && self.rt == self.max_bps && !self.cut_deferred {
             self.release();
@@ -419,7 +416,7 @@ impl RateController for DcqcnCx {
 
     fn on_cnp(&mut self, now: Instant) {
         self.advance(now);
-        self.counters.rp_cnp_handled += 1;
+        self.books.counters.rp_cnp_handled += 1;
         self.record(now, TraceEvent::Cnp);
         if self.limited {
             self.later_cnp(now);
@@ -469,16 +466,12 @@ impl RateController for DcqcnCx {
         }
     }
 
-    fn counters(&self) -> &CcCounters {
-        &self.counters
+    fn books(&self) -> &Books {
+        &self.books
     }
 
-    fn set_trace(&mut self, on: bool) {
-        self.trace.set(on);
-    }
-
-    fn drain_trace(&mut self, out: &mut Vec<TraceRecord>) {
-        self.trace.drain(out);
+    fn books_mut(&mut self) -> &mut Books {
+        &mut self.books
     }
 }
 
@@ -488,6 +481,7 @@ mod tests {
     //! the code under test.
 
     use super::*;
+    use crate::cc::CcCounters;
 
     const G: u64 = 1_000_000_000;
     const M: u64 = 1_000_000;

@@ -33,8 +33,7 @@
 //!   order, α first at equal times.
 
 use super::{
-    earliest_due, halfway, max_rate_bps, mbps, micros, CcCounters, CcState, RateController, Trace,
-    TraceEvent, TraceRecord,
+    earliest_due, halfway, max_rate_bps, mbps, micros, Books, CcState, RateController, TraceEvent,
 };
 use crate::time::Instant;
 
@@ -106,16 +105,8 @@ impl PaperParams {
             ("hai_rate_mbps", self.hai_rate_mbps),
             ("min_rate_mbps", self.min_rate_mbps),
         ];
-        if let Some((name, _)) = positive.iter().find(|(_, v)| *v == 0) {
-            return Err(format!("{name} must be at least 1"));
-        }
-        if self.max_rate_mbps != 0 && self.max_rate_mbps < self.min_rate_mbps {
-            return Err(format!(
-                "max_rate_mbps {} is below min_rate_mbps {}",
-                self.max_rate_mbps, self.min_rate_mbps
-            ));
-        }
-        Ok(())
+        super::check_positive(&positive)?;
+        super::check_rate_bounds(self.min_rate_mbps, self.max_rate_mbps)
     }
 }
 
@@ -154,8 +145,7 @@ pub struct DcqcnPaper {
     next_alpha: Option<Instant>,
     /// The next rate-increase timer event; `None`: stopped.
     next_increase: Option<Instant>,
-    counters: CcCounters,
-    trace: Trace,
+    books: Books,
 }
 
 impl DcqcnPaper {
@@ -178,15 +168,14 @@ impl DcqcnPaper {
             bytes: 0,
             next_alpha: None,
             next_increase: None,
-            counters: CcCounters::default(),
-            trace: Trace::default(),
+            books: Books::default(),
         }
     }
 
     fn record(&mut self, at: Instant, event: TraceEvent) {
-        if self.trace.is_on() {
+        if self.books.trace.is_on() {
             let state = self.state();
-            self.trace.push(at, event, state);
+            self.books.trace.push(at, event, state);
         }
     }
 
@@ -214,7 +203,7 @@ impl DcqcnPaper {
         self.bytes = 0;
         self.next_alpha = Some(at + micros(self.p.alpha_timer_us));
         self.next_increase = Some(at + micros(self.p.rate_timer_us));
-        self.counters.rate_cuts += 1;
+        self.books.counters.rate_cuts += 1;
         self.record(at, TraceEvent::Cut);
     }
 
@@ -251,7 +240,7 @@ impl DcqcnPaper {
         };
         self.rt = self.rt.min(self.max_bps);
         self.rc = halfway(self.rc, self.rt);
-        self.counters.rate_increases += 1;
+        self.books.counters.rate_increases += 1;
         self.record(at, event);
         if self.rc == self.max_bps && self.rt == self.max_bps {
             self.release();
@@ -281,7 +270,7 @@ impl RateController for DcqcnPaper {
 
     fn on_cnp(&mut self, now: Instant) {
         self.advance(now);
-        self.counters.rp_cnp_handled += 1;
+        self.books.counters.rp_cnp_handled += 1;
         self.record(now, TraceEvent::Cnp);
         self.cut(now);
     }
@@ -319,16 +308,12 @@ impl RateController for DcqcnPaper {
         }
     }
 
-    fn counters(&self) -> &CcCounters {
-        &self.counters
+    fn books(&self) -> &Books {
+        &self.books
     }
 
-    fn set_trace(&mut self, on: bool) {
-        self.trace.set(on);
-    }
-
-    fn drain_trace(&mut self, out: &mut Vec<TraceRecord>) {
-        self.trace.drain(out);
+    fn books_mut(&mut self) -> &mut Books {
+        &mut self.books
     }
 }
 

@@ -20,7 +20,7 @@
 //! DCQCN's does); the 10 µs window floor and the 10 Mb/s lowest rate are
 //! our choices.
 
-use super::{max_rate_bps, CcCounters, CcState, RateController, Trace, TraceEvent, TraceRecord};
+use super::{max_rate_bps, Books, CcState, RateController, TraceEvent};
 use crate::cc::AckSample;
 use crate::time::{Duration, Instant};
 
@@ -73,16 +73,8 @@ impl DctcpParams {
             ("min_window_us", self.min_window_us),
             ("min_rate_mbps", self.min_rate_mbps),
         ];
-        if let Some((name, _)) = positive.iter().find(|(_, v)| *v == 0) {
-            return Err(format!("{name} must be at least 1"));
-        }
-        if self.max_rate_mbps != 0 && self.max_rate_mbps < self.min_rate_mbps {
-            return Err(format!(
-                "max_rate_mbps {} is below min_rate_mbps {}",
-                self.max_rate_mbps, self.min_rate_mbps
-            ));
-        }
-        Ok(())
+        super::check_positive(&positive)?;
+        super::check_rate_bounds(self.min_rate_mbps, self.max_rate_mbps)
     }
 }
 
@@ -101,8 +93,7 @@ pub struct Dctcp {
     marked: u32,
     /// The latest RTT sample.
     last_rtt: Duration,
-    counters: CcCounters,
-    trace: Trace,
+    books: Books,
 }
 
 impl Dctcp {
@@ -119,8 +110,7 @@ impl Dctcp {
             acks: 0,
             marked: 0,
             last_rtt: Duration::ZERO,
-            counters: CcCounters::default(),
-            trace: Trace::default(),
+            books: Books::default(),
         }
     }
 
@@ -137,31 +127,27 @@ impl Dctcp {
         let event = if self.marked > 0 {
             let cut = (self.rate as f64 * (1.0 - self.alpha / 2.0)) as u64;
             self.rate = cut.max(self.min_bps);
-            self.counters.rate_cuts += 1;
+            self.books.counters.rate_cuts += 1;
             TraceEvent::Cut
         } else {
             self.rate = (self.rate + super::mbps(self.p.ai_rate_mbps)).min(self.max_bps);
-            self.counters.rate_increases += 1;
+            self.books.counters.rate_increases += 1;
             TraceEvent::AdditiveIncrease
         };
         self.acks = 0;
         self.marked = 0;
         let state = self.state();
-        self.trace.push(now, event, state);
+        self.books.trace.push(now, event, state);
     }
 }
 
 impl RateController for Dctcp {
-    fn advance(&mut self, _now: Instant) {}
-
     fn on_cnp(&mut self, now: Instant) {
         // Counted through the next acknowledgement's ECN echo.
-        self.counters.rp_cnp_handled += 1;
+        self.books.counters.rp_cnp_handled += 1;
         let state = self.state();
-        self.trace.push(now, TraceEvent::Cnp, state);
+        self.books.trace.push(now, TraceEvent::Cnp, state);
     }
-
-    fn on_sent(&mut self, _now: Instant, _bytes: u64) {}
 
     fn on_ack(&mut self, now: Instant, ack: &AckSample) {
         if let Some(rtt) = ack.rtt {
@@ -183,10 +169,6 @@ impl RateController for Dctcp {
         Some(self.rate)
     }
 
-    fn next_rate_change(&self) -> Option<Instant> {
-        None
-    }
-
     fn state(&self) -> CcState {
         CcState {
             rate_bps: self.rate,
@@ -198,16 +180,12 @@ impl RateController for Dctcp {
         }
     }
 
-    fn counters(&self) -> &CcCounters {
-        &self.counters
+    fn books(&self) -> &Books {
+        &self.books
     }
 
-    fn set_trace(&mut self, on: bool) {
-        self.trace.set(on);
-    }
-
-    fn drain_trace(&mut self, out: &mut Vec<TraceRecord>) {
-        self.trace.drain(out);
+    fn books_mut(&mut self) -> &mut Books {
+        &mut self.books
     }
 }
 

@@ -196,12 +196,16 @@ impl fmt::Display for TraceRecord {
 
 /// A reaction point's rate control, one per QP.
 pub trait RateController: fmt::Debug + Send {
-    /// Runs every timer due by `now`, in time order.
-    fn advance(&mut self, now: Instant);
+    /// Runs every timer due by `now`, in time order (none by default).
+    fn advance(&mut self, now: Instant) {
+        let _ = now;
+    }
     /// A CNP for this QP arrived at `now`.
     fn on_cnp(&mut self, now: Instant);
     /// A paced packet of `bytes` (the whole frame) left at `now`.
-    fn on_sent(&mut self, now: Instant, bytes: u64);
+    fn on_sent(&mut self, now: Instant, bytes: u64) {
+        let _ = (now, bytes);
+    }
     /// An acknowledgement arrived at `now` (after `on_cnp` for any CNP
     /// that came before it). Controllers driven by CNPs alone ignore it.
     fn on_ack(&mut self, now: Instant, ack: &AckSample) {
@@ -217,15 +221,35 @@ pub trait RateController: fmt::Debug + Send {
     /// When a timer may next change the rate (a rate increase, a deferred
     /// cut); `None`: no such timer runs. A caller holding a packet back
     /// wakes then to read the rate again.
-    fn next_rate_change(&self) -> Option<Instant>;
+    fn next_rate_change(&self) -> Option<Instant> {
+        None
+    }
     /// Rc, Rt, α and the stages now.
     fn state(&self) -> CcState;
+    /// The controller's counters and trace.
+    fn books(&self) -> &Books;
+    /// The same, to change.
+    fn books_mut(&mut self) -> &mut Books;
     /// The controller's counts of CNPs and rate changes.
-    fn counters(&self) -> &CcCounters;
+    fn counters(&self) -> &CcCounters {
+        &self.books().counters
+    }
     /// Starts (`true`) or stops recording [`TraceRecord`]s.
-    fn set_trace(&mut self, on: bool);
+    fn set_trace(&mut self, on: bool) {
+        self.books_mut().trace.set(on);
+    }
     /// Moves the records kept since the last call into `out`.
-    fn drain_trace(&mut self, out: &mut Vec<TraceRecord>);
+    fn drain_trace(&mut self, out: &mut Vec<TraceRecord>) {
+        self.books_mut().trace.drain(out);
+    }
+}
+
+/// What every controller keeps besides its rate: its counters and, when
+/// asked, the trace of its decisions.
+#[derive(Debug, Default)]
+pub struct Books {
+    counters: CcCounters,
+    trace: Trace,
 }
 
 /// Which rate control a QP runs, with its parameters. Its TOML form is
@@ -326,6 +350,25 @@ fn max_rate_bps(max_mbps: u32, line_bps: u64) -> u64 {
     }
 }
 
+/// The first of `values` that is 0, named: parameters that must be at
+/// least 1.
+fn check_positive(values: &[(&str, u32)]) -> Result<(), String> {
+    match values.iter().find(|(_, v)| *v == 0) {
+        Some((name, _)) => Err(format!("{name} must be at least 1")),
+        None => Ok(()),
+    }
+}
+
+/// The highest rate (0: the line rate) must not be below the lowest.
+fn check_rate_bounds(min_rate_mbps: u32, max_rate_mbps: u32) -> Result<(), String> {
+    if max_rate_mbps != 0 && max_rate_mbps < min_rate_mbps {
+        return Err(format!(
+            "max_rate_mbps {max_rate_mbps} is below min_rate_mbps {min_rate_mbps}"
+        ));
+    }
+    Ok(())
+}
+
 /// A period of `v` µs, at least 1 µs (a zero period would spin).
 fn micros(v: u32) -> Duration {
     Duration::from_micros(u64::from(v.max(1)))
@@ -386,8 +429,7 @@ impl Trace {
 #[derive(Debug, Default)]
 pub struct NoControl {
     line_bps: u64,
-    counters: CcCounters,
-    trace: Trace,
+    books: Books,
 }
 
 impl NoControl {
@@ -401,21 +443,13 @@ impl NoControl {
 }
 
 impl RateController for NoControl {
-    fn advance(&mut self, _now: Instant) {}
-
     fn on_cnp(&mut self, now: Instant) {
-        self.counters.rp_cnp_ignored += 1;
+        self.books.counters.rp_cnp_ignored += 1;
         let state = self.state();
-        self.trace.push(now, TraceEvent::CnpIgnored, state);
+        self.books.trace.push(now, TraceEvent::CnpIgnored, state);
     }
-
-    fn on_sent(&mut self, _now: Instant, _bytes: u64) {}
 
     fn rate_bps(&self) -> Option<u64> {
-        None
-    }
-
-    fn next_rate_change(&self) -> Option<Instant> {
         None
     }
 
@@ -430,15 +464,11 @@ impl RateController for NoControl {
         }
     }
 
-    fn counters(&self) -> &CcCounters {
-        &self.counters
+    fn books(&self) -> &Books {
+        &self.books
     }
 
-    fn set_trace(&mut self, on: bool) {
-        self.trace.set(on);
-    }
-
-    fn drain_trace(&mut self, out: &mut Vec<TraceRecord>) {
-        self.trace.drain(out);
+    fn books_mut(&mut self) -> &mut Books {
+        &mut self.books
     }
 }

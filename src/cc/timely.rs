@@ -42,7 +42,7 @@
 //! eRPC's port of the authors' code uses α = 0.02 with per-packet
 //! samples, which smooths the same signal more slowly). N = 5 is §4.3's.
 
-use super::{max_rate_bps, CcCounters, CcState, RateController, Trace, TraceEvent, TraceRecord};
+use super::{max_rate_bps, Books, CcState, RateController, TraceEvent};
 use crate::cc::AckSample;
 use crate::time::Instant;
 
@@ -119,9 +119,7 @@ impl TimelyParams {
             ("hai_multiple", self.hai_multiple),
             ("min_rate_mbps", self.min_rate_mbps),
         ];
-        if let Some((name, _)) = positive.iter().find(|(_, v)| *v == 0) {
-            return Err(format!("{name} must be at least 1"));
-        }
+        super::check_positive(&positive)?;
         if self.t_low_us >= self.t_high_us {
             return Err(format!(
                 "t_low_us {} must be below t_high_us {}",
@@ -131,13 +129,7 @@ impl TimelyParams {
         if self.segment_bytes == 0 {
             return Err("segment_bytes must be at least 1".into());
         }
-        if self.max_rate_mbps != 0 && self.max_rate_mbps < self.min_rate_mbps {
-            return Err(format!(
-                "max_rate_mbps {} is below min_rate_mbps {}",
-                self.max_rate_mbps, self.min_rate_mbps
-            ));
-        }
-        Ok(())
+        super::check_rate_bounds(self.min_rate_mbps, self.max_rate_mbps)
     }
 }
 
@@ -162,8 +154,7 @@ pub struct Timely {
     acked: u64,
     /// The last RTT sample taken, ns.
     last_rtt_ns: u64,
-    counters: CcCounters,
-    trace: Trace,
+    books: Books,
 }
 
 impl Timely {
@@ -186,8 +177,7 @@ impl Timely {
             calm: 0,
             acked: 0,
             last_rtt_ns: 0,
-            counters: CcCounters::default(),
-            trace: Trace::default(),
+            books: Books::default(),
         }
     }
 
@@ -286,26 +276,22 @@ impl Timely {
         };
         self.rate = self.rate.clamp(self.min_bps as f64, self.max_bps as f64);
         if self.rate < before {
-            self.counters.rate_cuts += 1;
+            self.books.counters.rate_cuts += 1;
         } else if self.rate > before {
-            self.counters.rate_increases += 1;
+            self.books.counters.rate_increases += 1;
         }
         let state = self.state();
-        self.trace.push(now, event, state);
+        self.books.trace.push(now, event, state);
     }
 }
 
 impl RateController for Timely {
-    fn advance(&mut self, _now: Instant) {}
-
     fn on_cnp(&mut self, now: Instant) {
         // TIMELY reads delay, not ECN: a CNP changes nothing.
-        self.counters.rp_cnp_ignored += 1;
+        self.books.counters.rp_cnp_ignored += 1;
         let state = self.state();
-        self.trace.push(now, TraceEvent::CnpIgnored, state);
+        self.books.trace.push(now, TraceEvent::CnpIgnored, state);
     }
-
-    fn on_sent(&mut self, _now: Instant, _bytes: u64) {}
 
     fn on_ack(&mut self, now: Instant, ack: &AckSample) {
         self.acked += ack.acked_bytes;
@@ -326,10 +312,6 @@ impl RateController for Timely {
         Some(self.rate as u64)
     }
 
-    fn next_rate_change(&self) -> Option<Instant> {
-        None
-    }
-
     fn state(&self) -> CcState {
         CcState {
             rate_bps: self.rate as u64,
@@ -341,16 +323,12 @@ impl RateController for Timely {
         }
     }
 
-    fn counters(&self) -> &CcCounters {
-        &self.counters
+    fn books(&self) -> &Books {
+        &self.books
     }
 
-    fn set_trace(&mut self, on: bool) {
-        self.trace.set(on);
-    }
-
-    fn drain_trace(&mut self, out: &mut Vec<TraceRecord>) {
-        self.trace.drain(out);
+    fn books_mut(&mut self) -> &mut Books {
+        &mut self.books
     }
 }
 
