@@ -18,10 +18,16 @@
 //!   Rt to the highest rate (and no deferred cut waits), the QP drops its
 //!   limiter and stops every timer; the next CNP is a first CNP again (our
 //!   choice, after NVIDIA's "when receiving the first CNP for a flow").
+//!   Switch `release_at_max_rate` (unverified against hardware): `false`
+//!   keeps the limiter and α, as ns-3's DCQCN and Google's isekai ConnectX
+//!   model do, so the next CNP cuts by the decayed α (0.24% where a
+//!   released QP cuts 50%).
 //! - **α** (`update_alpha`): every `dce_tcp_rtt` µs from the first CNP on,
 //!   α = g·α/1024 + (1024 − g) if a CNP arrived in the period, else
 //!   α = g·α/1024, with g = `dce_tcp_g` (NVIDIA's formulas), α kept in
-//!   1/2^20ths so that truncation does not wear a small α away. The first CNP
+//!   1/2^`alpha_fraction_bits` (default 20, so that truncation does not wear
+//!   a small α away; unverified against hardware: isekai and NVIDIA's text
+//!   keep it in 1/1024ths, `alpha_fraction_bits = 10`). The first CNP
 //!   does not count for its own period: `initial_alpha_value` stands for it
 //!   (as in the HPCC simulator, reference §C.4). When a period without CNPs
 //!   leaves α unchanged (α reached 0, or g = 1024) the timer stops, and the
@@ -29,6 +35,12 @@
 //! - **At most one cut per `rate_reduce_monitor_period`** (`later_cnp`): a CNP
 //!   at least one period after the last cut cuts at once; CNPs inside the
 //!   period are remembered and make one deferred cut when it ends.
+//!   Switch `fixed_grid` (unverified against hardware): `true` puts the
+//!   monitor periods and the α periods on fixed grids from the limiter's
+//!   first CNP (one cut per grid period, a deferred one at its end; a
+//!   restarted α timer keeps its phase) instead of counting from the last
+//!   cut and restarting the α timer at the CNP that wakes it
+//!   (`period_end`, `alpha_restart`).
 //! - **Cut** (`cut`): Rt = Rc if `clamp_tgt_rate`, or a byte stage has
 //!   passed, or `clamp_tgt_rate_after_time_inc` and a timer stage has
 //!   passed; then cut = min(Rc·α >> `rpg_gd`, Rc·(100 − `rpg_min_dec_fac`)/100)
@@ -111,6 +123,15 @@ pub struct CxParams {
     pub rate_reduce_monitor_period: u32,
     /// α on the first CNP, 1/1024ths. Default 1023.
     pub initial_alpha_value: u32,
+    /// Unverified: release the limiter at Rc = Rt = the highest rate (the
+    /// next CNP is a first CNP). Default true.
+    pub release_at_max_rate: bool,
+    /// Unverified: α's fraction bits, 10..=20 (10: 1/1024ths). Default 20.
+    pub alpha_fraction_bits: u32,
+    /// Unverified: monitor and α periods on fixed grids from the first CNP
+    /// (false: from the last cut, and from the CNP that restarts α).
+    /// Default false.
+    pub fixed_grid: bool,
 }
 
 impl Default for CxParams {
@@ -132,6 +153,9 @@ impl Default for CxParams {
             dce_tcp_rtt: 1,
             rate_reduce_monitor_period: 4,
             initial_alpha_value: 1023,
+            release_at_max_rate: true,
+            alpha_fraction_bits: 20,
+            fixed_grid: false,
         }
     }
 }
@@ -162,6 +186,12 @@ impl CxParams {
         ];
         if let Some((name, v, max)) = at_most.iter().find(|(_, v, max)| v > max) {
             return Err(format!("{name} {v} is above its maximum {max}"));
+        }
+        if !(10..=20).contains(&self.alpha_fraction_bits) {
+            return Err(format!(
+                "alpha_fraction_bits {} is outside 10..=20",
+                self.alpha_fraction_bits
+            ));
         }
         if self.rpg_max_rate != 0 && self.rpg_max_rate < self.rpg_min_rate {
             return Err(format!(
@@ -216,6 +246,8 @@ pub struct DcqcnCx {
     cut_deferred: bool,
     /// The next rate-increase timer event; `None`: stopped.
     next_increase: Option<Instant>,
+    /// The limiter's first CNP: the origin of the fixed grids.
+    origin: Option<Instant>,
     books: Books,
 }
 
@@ -242,12 +274,46 @@ impl DcqcnCx {
             last_cut: None,
             cut_deferred: false,
             next_increase: None,
+            origin: None,
             books: Books::default(),
         }
     }
 
     fn monitor_period(&self) -> Duration {
         micros(self.p.rate_reduce_monitor_period)
+    }
+
+    /// The first multiple of `period` from the grid's origin after `t`.
+    fn next_on_grid(&self, t: Instant, period: Duration) -> Instant {
+        let origin = self.origin.unwrap_or(t);
+        let p = period.as_nanos().max(1);
+        let k = t.saturating_since(origin).as_nanos() / p + 1;
+        origin + Duration::from_nanos(k * p)
+    }
+
+    /// When the monitor period of a cut made at `cut` ends.
+    fn period_end(&self, cut: Instant) -> Instant {
+        if self.p.fixed_grid {
+            self.next_on_grid(cut, self.monitor_period())
+        } else {
+            cut + self.monitor_period()
+        }
+    }
+
+    /// When a stopped α timer, woken by a CNP at `now`, next runs.
+    fn alpha_restart(&self, now: Instant) -> Instant {
+        let period = micros(self.p.dce_tcp_rtt);
+        if self.p.fixed_grid {
+            self.next_on_grid(now, period)
+        } else {
+            now + period
+        }
+    }
+
+    /// α truncated to `alpha_fraction_bits`.
+    fn truncate_alpha(&self, alpha: u64) -> u64 {
+        let drop = 20 - self.p.alpha_fraction_bits.clamp(10, 20);
+        alpha >> drop << drop
     }
 
     /// Bytes per byte-counter event; 0: no byte counter.
@@ -265,7 +331,7 @@ impl DcqcnCx {
     /// The earliest timer due by `now`, and when it is due.
     fn due(&self, now: Instant) -> Option<(Instant, Timer)> {
         let deferred_cut = match (self.cut_deferred, self.last_cut) {
-            (true, Some(c)) => Some(c + self.monitor_period()),
+            (true, Some(c)) => Some(self.period_end(c)),
             _ => None,
         };
         earliest_due(
@@ -283,6 +349,7 @@ impl DcqcnCx {
     /// to `rate_to_set_on_first_cnp` or cut.
     fn first_cnp(&mut self, now: Instant) {
         self.limited = true;
+        self.origin = Some(now);
         self.alpha = u64::from(self.p.initial_alpha_value.min(ONE)) << ALPHA_SHIFT;
         self.cnp_in_alpha_period = false;
         self.next_alpha = Some(now + micros(self.p.dce_tcp_rtt));
@@ -301,11 +368,9 @@ impl DcqcnCx {
     fn later_cnp(&mut self, now: Instant) {
         self.cnp_in_alpha_period = true;
         if self.next_alpha.is_none() {
-            self.next_alpha = Some(now + micros(self.p.dce_tcp_rtt));
+            self.next_alpha = Some(self.alpha_restart(now));
         }
-        let in_period = self
-            .last_cut
-            .is_some_and(|c| now < c + self.monitor_period());
+        let in_period = self.last_cut.is_some_and(|c| now < self.period_end(c));
         if in_period {
             self.cut_deferred = true;
         } else {
@@ -317,6 +382,7 @@ impl DcqcnCx {
     fn update_alpha(&mut self, at: Instant) {
         let g = self.p.dce_tcp_g.min(ONE);
         let decayed = u64::from(g) * self.alpha / u64::from(ONE);
+        let decayed = self.truncate_alpha(decayed);
         if self.cnp_in_alpha_period {
             self.alpha = decayed + (u64::from(ONE - g) << ALPHA_SHIFT);
             self.cnp_in_alpha_period = false;
@@ -386,7 +452,11 @@ impl DcqcnCx {
         }
         self.books.counters.rate_increases += 1;
         self.record(at, event);
-        if self.rc == self.max_bps && self.rt == self.max_bps && !self.cut_deferred {
+        if self.rc == self.max_bps
+            && self.rt == self.max_bps
+            && !self.cut_deferred
+            && self.p.release_at_max_rate
+        {
             self.release();
         }
     }
@@ -446,7 +516,7 @@ impl RateController for DcqcnCx {
 
     fn next_rate_change(&self) -> Option<Instant> {
         let deferred_cut = match (self.cut_deferred, self.last_cut) {
-            (true, Some(c)) => Some(c + self.monitor_period()),
+            (true, Some(c)) => Some(self.period_end(c)),
             _ => None,
         };
         [deferred_cut, self.next_increase]
@@ -890,5 +960,107 @@ mod tests {
         };
         assert_eq!(DcqcnCx::new(&p, 0).state().rate_bps, 40 * G);
         assert_eq!(DcqcnCx::new(&p, 25 * G).state().rate_bps, 25 * G);
+    }
+
+    // The unverified rules, each behind a switch whose default is the rule
+    // above (shared/reference §C.4 lists what has no public source).
+
+    #[test]
+    fn released_at_the_highest_rate_the_next_cnp_is_a_first_one_unless_kept() {
+        // The first CNP sets Rc = Rt = 100 Gb/s; the first increase (fast
+        // recovery, at 300 µs) finds both at the highest rate.
+        let p = CxParams {
+            rate_to_set_on_first_cnp: 100_000,
+            ..steady_alpha()
+        };
+        let mut released = cx(p.clone());
+        released.on_cnp(at(0));
+        released.advance(at(300));
+        assert_eq!(released.rate_bps(), None, "released");
+        // The next CNP is a first CNP: the rates are set again, no cut.
+        released.on_cnp(at(400));
+        assert_eq!(released.rate_bps(), Some(LINE));
+        let mut kept = cx(CxParams {
+            release_at_max_rate: false,
+            ..p
+        });
+        kept.on_cnp(at(0));
+        kept.advance(at(300));
+        assert_eq!(kept.rate_bps(), Some(LINE), "the limiter stays");
+        // A later CNP, 400 µs after the last cut: it cuts with the α it
+        // kept (1023, steady): Rc = 100e9 − 49_951_171_875.
+        kept.on_cnp(at(400));
+        assert_eq!(kept.rate_bps(), Some(50_048_828_125));
+    }
+
+    #[test]
+    fn alpha_in_1024ths_truncates_each_update() {
+        // One period without a CNP from α = 1023/1024, g = 1019:
+        // 1/2^20: 1019·1023·1024/1024 = 1_042_437 (of 2^20);
+        // 1/1024: floor(1019·1023/1024) = floor(1018.0048) = 1018 (of 1024).
+        let mut fine = cx(CxParams::default());
+        fine.on_cnp(at(0));
+        fine.advance(at(1));
+        assert_eq!(fine.state().alpha, 1_042_437.0 / (1u64 << 20) as f64);
+        let mut coarse = cx(CxParams {
+            alpha_fraction_bits: 10,
+            ..CxParams::default()
+        });
+        coarse.on_cnp(at(0));
+        coarse.advance(at(1));
+        assert_eq!(coarse.state().alpha, 1018.0 / 1024.0);
+    }
+
+    #[test]
+    fn on_a_fixed_grid_a_deferred_cut_comes_at_the_grid_periods_end() {
+        // Cuts at 0 (first CNP) and 5 µs (past the 4 µs period either
+        // way); a CNP at 6 µs is deferred to the end of the period of the
+        // cut at 5: 9 µs counted from that cut, 8 µs on the grid from 0.
+        let run = |fixed_grid| {
+            let mut c = cx(CxParams {
+                fixed_grid,
+                ..steady_alpha()
+            });
+            c.on_cnp(at(0));
+            c.on_cnp(at(5));
+            c.on_cnp(at(6));
+            c.advance(at(8));
+            let at_8 = c.counters().rate_cuts;
+            c.advance(at(9));
+            (at_8, c.counters().rate_cuts)
+        };
+        assert_eq!(run(false), (2, 3));
+        assert_eq!(run(true), (3, 3));
+    }
+
+    #[test]
+    fn on_a_fixed_grid_a_restarted_alpha_timer_keeps_its_phase() {
+        // g = 1024: α does not move without CNPs, so its timer stops at
+        // the first quiet period's end (10 µs). A CNP at 13 µs restarts
+        // it: at 23 µs from that CNP, at 20 µs on the grid from 0.
+        let run = |fixed_grid| {
+            let mut c = cx(CxParams {
+                fixed_grid,
+                dce_tcp_g: 1024,
+                dce_tcp_rtt: 10,
+                ..CxParams::default()
+            });
+            c.on_cnp(at(0));
+            c.advance(at(10));
+            assert_eq!(c.next_alpha, None);
+            c.on_cnp(at(13));
+            c.next_alpha
+        };
+        assert_eq!(run(false), Some(at(23)));
+        assert_eq!(run(true), Some(at(20)));
+    }
+
+    #[test]
+    fn alpha_fraction_bits_outside_10_to_20_is_named() {
+        let p = CxParams {
+            alpha_fraction_bits: 9,
+            ..CxParams::default()
+        };
+        assert!(p.check().unwrap_err().contains("alpha_fraction_bits 9"));
     }
 }
