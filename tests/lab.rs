@@ -275,7 +275,15 @@ fn e_ecn_thresholds_trade_short_flow_against_long_flow_completion() {
         assert!(b["count"].as_u64().unwrap_or(0) >= 10, "{v}");
         f(&b, "p50")
     };
-    for r in ["cx", "paper", "cx-low-k", "cx-high-k"] {
+    for r in [
+        "cx",
+        "paper",
+        "cx-low-k",
+        "cx-high-k",
+        "cx-kept",
+        "cx-alpha1024",
+        "cx-grid",
+    ] {
         let v = run(&out, r);
         assert_eq!(v["flows_completed"], v["flows"], "{v}");
         assert_eq!(f(&v, "drops_headroom"), 0.0, "{v}");
@@ -285,6 +293,11 @@ fn e_ecn_thresholds_trade_short_flow_against_long_flow_completion() {
     assert!(p50("cx", "<=10KB") < p50("cx-high-k", "<=10KB"));
     // ...and cut long flows' rates more: they finish later.
     assert!(p50("cx-high-k", "1-10MB") < p50("cx-low-k", "1-10MB"));
+    // α in 1/1024ths wears a small α away: cuts fade and queues grow
+    // (measured: bottleneck queue p50 1530 KB against 127 KB).
+    let q50 = |r: &str| f(&run(&out, r)["queue"], "p50");
+    assert!(q50("cx-alpha1024") > 4.0 * q50("cx"));
+    assert!(p50("cx", "<=10KB") < p50("cx-alpha1024", "<=10KB"));
     if font_installed() {
         assert!(out.join("fct-p99.png").is_file());
     }
