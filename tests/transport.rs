@@ -5339,9 +5339,9 @@ fn an_ack_gives_the_controller_the_rtt_of_the_newest_packet_it_covers() {
     // Patched TIMELY's first event (gradient 0, w = 1/2), worked by hand:
     // the RTT less the timed frame's serialisation (a WRITE LAST of 1024
     // B: 14 + 20 + 8 + 12 + 1024 + 4 = 1082 B, 86.56 ns at 100 Gb/s) is
-    // 59.91344 µs; rate = 100e9·(1 − 0.8·0.5·(1 − 50/59.91344)) + 100e6·0.5.
+    // 59.91344 µs; rate = 100e9·(1 − 0.008·0.5·(59.91344 − 50)/50) + 100e6·0.5.
     let rtt = 60.0 - 1082.0 * 8.0 / 100e3;
-    let want = 100e9 * (1.0 - 0.8 * 0.5 * (1.0 - 50.0 / rtt)) + 50e6;
+    let want = 100e9 * (1.0 - 0.008 * 0.5 * (rtt - 50.0) / 50.0) + 50e6;
     let got = p.a.dev.cc_state(qa).unwrap().rate_bps as f64;
     assert!((got - want).abs() < 2.0, "{got} vs {want}");
 }
