@@ -309,13 +309,16 @@ impl RateController for Timely {
             return;
         }
         let Some(rtt) = self.event_rtt_us(ack) else {
-            // The event's packet was resent: no sample; the next one
-            // completes the event.
+            // No sample (the packet timed is not in the log): the next
+            // acknowledgement completes the event.
             return;
         };
-        self.acked = 0;
         self.last_rtt_ns = ack.rtt.map_or(0, |r| r.as_nanos());
-        self.on_event(now, rtt);
+        // One event per segment completed, each with this sample.
+        while self.acked >= self.p.segment_bytes {
+            self.acked -= self.p.segment_bytes;
+            self.on_event(now, rtt);
+        }
     }
 
     fn rate_bps(&self) -> Option<u64> {
@@ -420,6 +423,20 @@ mod tests {
         // 100 → 200 µs: rtt_diff 87.5, g = 4.375: 1 − 0.8·4.375 < 0; half.
         t.on_ack(at(2), &ack(200.0));
         assert!((rate(&t) - (10e9 + 10e6) / 2.0).abs() < 2.0, "{}", rate(&t));
+    }
+
+    #[test]
+    fn an_ack_of_several_segments_makes_one_event_each() {
+        let mut t = Timely::new(&original(), G100);
+        t.rate = 1e9;
+        let mut a = ack(30.0);
+        a.acked_bytes = 4 * 16384 + 100;
+        t.on_ack(at(1), &a);
+        assert_eq!(rate(&t), 1e9 + 4.0 * 10e6);
+        // The 100 bytes over count towards the next segment.
+        a.acked_bytes = 16384 - 100;
+        t.on_ack(at(2), &a);
+        assert_eq!(rate(&t), 1e9 + 5.0 * 10e6);
     }
 
     #[test]
