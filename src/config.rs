@@ -111,7 +111,7 @@ pub struct CongestionTable {
     /// `cnp_prio`: 802.1p priority (0..=7) of CNPs on a tagged port;
     /// default 6.
     pub cnp_prio: u8,
-    /// `none`, `dcqcn-cx`, `dcqcn-paper`, or a TOML file of parameters
+    /// A rate control of `CcConfig::NAMES` (`none`, `dcqcn-cx`, `timely`, ...), or a TOML file of parameters
     /// (`configs/cc/dcqcn-cx.toml` is one).
     pub rate_control: String,
     /// The rate control's line rate in Gb/s; 0: the port's link speed.

@@ -63,7 +63,7 @@
 //! quanta = 65535                 # pause time sent with XOFF, 512-bit times
 //!
 //! [transport]
-//! cc = "dcqcn-cx"                # dcqcn-cx | dcqcn-paper | none | a .toml parameter file
+//! cc = "dcqcn-cx"                # dcqcn-cx | dcqcn-paper | timely | dctcp | none | a .toml file
 //! ecn = true                     # send ECN-capable
 //! traffic_class = 106            # DSCP 26, ECT(0)
 //! priority = 3                   # 802.1p priority of data
@@ -596,7 +596,7 @@ impl Default for PfcConfig {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TransportConfig {
-    /// `dcqcn-cx`, `dcqcn-paper`, `none`, or a `.toml` parameter file
+    /// A rate control of `CcConfig::NAMES`, or a `.toml` parameter file
     /// (relative: to the experiment's folder if it is there, else to the
     /// working directory).
     pub cc: String,
