@@ -149,6 +149,10 @@ impl RateController for Dctcp {
         self.books.trace.push(now, TraceEvent::Cnp, state);
     }
 
+    fn reads_acks(&self) -> bool {
+        true
+    }
+
     fn on_ack(&mut self, now: Instant, ack: &AckSample) {
         if let Some(rtt) = ack.rtt {
             self.last_rtt = rtt;

@@ -206,8 +206,14 @@ pub trait RateController: fmt::Debug + Send {
     fn on_sent(&mut self, now: Instant, bytes: u64) {
         let _ = (now, bytes);
     }
+    /// Whether the controller reads acknowledgements (`on_ack`) or keeps
+    /// a window: only then does the transport keep the send log that
+    /// feeds them (work on every packet).
+    fn reads_acks(&self) -> bool {
+        false
+    }
     /// An acknowledgement arrived at `now` (after `on_cnp` for any CNP
-    /// that came before it). Controllers driven by CNPs alone ignore it.
+    /// that came before it); called only if `reads_acks`.
     fn on_ack(&mut self, now: Instant, ack: &AckSample) {
         let _ = (now, ack);
     }

@@ -303,6 +303,10 @@ impl RateController for Timely {
         self.books.trace.push(now, TraceEvent::CnpIgnored, state);
     }
 
+    fn reads_acks(&self) -> bool {
+        true
+    }
+
     fn on_ack(&mut self, now: Instant, ack: &AckSample) {
         self.acked += ack.acked_bytes;
         if self.acked < self.p.segment_bytes {

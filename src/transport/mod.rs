@@ -656,6 +656,7 @@ impl Device {
                 }
             },
         };
+        let cc = self.new_rate_controller();
         self.qps.insert(
             qpn,
             Qp {
@@ -667,14 +668,14 @@ impl Device {
                 attr: QpAttr::default(),
                 caps,
                 path: None,
-                req: Requester::new(caps.max_send_wr as usize, cfg),
+                req: Requester::new(caps.max_send_wr as usize, cfg, cc.reads_acks()),
                 resp: Responder::new(caps.max_recv_wr as usize, cfg.ack_every, pd),
                 counters: QpCounters::default(),
                 backlog: VecDeque::new(),
                 drain_out: false,
                 ready: false,
                 np: congestion::Np::default(),
-                cc: self.new_rate_controller(),
+                cc,
                 pacer: Pacer::default(),
                 paced_wait: false,
                 armed: None,
@@ -815,7 +816,7 @@ impl Device {
         let cfg = qp.req.cfg;
         match (from, to) {
             (_, QpState::Reset) => {
-                qp.req = Requester::new(qp.caps.max_send_wr as usize, cfg);
+                qp.req = Requester::new(qp.caps.max_send_wr as usize, cfg, qp.cc.reads_acks());
                 qp.resp = Responder::new(qp.caps.max_recv_wr as usize, cfg.ack_every, qp.pd);
                 qp.backlog.clear();
                 qp.path = None;

@@ -174,7 +174,9 @@ pub(crate) enum TxOutcome {
 }
 
 impl Requester {
-    pub fn new(max_send_wr: usize, cfg: QpConfig) -> Requester {
+    /// `log_acks`: keep the send log (the QP's rate controller reads
+    /// acknowledgements).
+    pub fn new(max_send_wr: usize, cfg: QpConfig, log_acks: bool) -> Requester {
         Requester {
             sq: VecDeque::with_capacity(max_send_wr.min(4096)),
             max_send_wr,
@@ -194,7 +196,11 @@ impl Requester {
             stopped: false,
             drained_reported: false,
             lost_region: false,
-            log: SendLog::new(cfg.max_inflight),
+            log: if log_acks {
+                SendLog::new(cfg.max_inflight)
+            } else {
+                SendLog::default()
+            },
         }
     }
 

@@ -11,6 +11,9 @@
 //! logged at its first PSN only: its response is data, not an
 //! acknowledgement of bytes sent, so it gives bytes and no sample.
 //!
+//! A QP whose rate controller reads no acknowledgements keeps none: its
+//! log is empty (`SendLog::default()`) and every call returns at once.
+//!
 //! The log is a ring indexed by PSN, as long as the QP's `max_inflight`
 //! (a power of two, at most [`SendLog::MAX_SLOTS`]); an entry remembers
 //! its PSN, so one overwritten by a later packet (a window wider than the
@@ -63,6 +66,9 @@ impl SendLog {
     /// A request packet of `bytes` (the whole frame) with PSN `psn` left
     /// at `now`; `again`: it was sent before.
     pub fn sent(&mut self, psn: Psn, now: Instant, bytes: u32, again: bool) {
+        if self.slots.is_empty() {
+            return;
+        }
         let tag = psn.value() + 1;
         let s = self.slot(psn);
         if s.tag == tag {
@@ -91,7 +97,7 @@ impl SendLog {
     /// the newest one's (PSN `to - 1`) if it was sent once.
     pub fn acked(&mut self, from: Psn, to: Psn, now: Instant) {
         let n = to.diff(from);
-        if n <= 0 {
+        if n <= 0 || self.slots.is_empty() {
             return;
         }
         let mut sample = self.pending.take().unwrap_or_default();
@@ -121,6 +127,9 @@ impl SendLog {
 
     /// A CNP arrived: the next sample carries the ECN echo.
     pub fn cnp(&mut self) {
+        if self.slots.is_empty() {
+            return;
+        }
         self.pending.get_or_insert_with(AckSample::default).ecn_echo = true;
     }
 
@@ -211,5 +220,14 @@ mod tests {
         assert_eq!(l.take(), None);
         l.cnp();
         assert_eq!(l.take(), None, "an echo alone waits for an ACK");
+    }
+
+    #[test]
+    fn an_empty_log_keeps_nothing() {
+        let mut l = SendLog::default();
+        l.sent(Psn::new(1), at(0), 100, false);
+        l.cnp();
+        l.acked(Psn::new(1), Psn::new(2), at(5));
+        assert_eq!((l.take(), l.inflight_bytes()), (None, 0));
     }
 }
