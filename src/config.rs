@@ -116,6 +116,9 @@ pub struct CongestionTable {
     pub rate_control: String,
     /// The rate control's line rate in Gb/s; 0: the port's link speed.
     pub line_gbps: f64,
+    /// Take every Nth ECN-capable RoCE packet received as CE-marked (0:
+    /// never): a congestion point for testing over links without one.
+    pub mark_ce_every: u32,
 }
 
 impl Default for CongestionTable {
@@ -129,6 +132,7 @@ impl Default for CongestionTable {
             cnp_prio: np.cnp_prio,
             rate_control: "none".into(),
             line_gbps: 0.0,
+            mark_ce_every: 0,
         }
     }
 }
@@ -171,10 +175,12 @@ impl CongestionTable {
                 ),
                 cnp_dscp: self.cnp_dscp,
                 cnp_prio: self.cnp_prio,
+                mark_ce_every: self.mark_ce_every,
             },
             rp,
             line_bps,
             trace: false,
+            int_host_hop: false,
         })
     }
 }
@@ -533,6 +539,12 @@ impl CcConfig {
             Some(CcConfig::Dctcp(_)) => {
                 CcConfig::Dctcp(toml::from_str(&params).map_err(parse_error)?)
             }
+            Some(CcConfig::Hpcc(_)) => {
+                CcConfig::Hpcc(toml::from_str(&params).map_err(parse_error)?)
+            }
+            Some(CcConfig::Swift(_)) => {
+                CcConfig::Swift(toml::from_str(&params).map_err(parse_error)?)
+            }
             None => {
                 return Err(invalid(format!(
                     "unknown algorithm {name:?}, expected one of {:?}",
@@ -656,7 +668,7 @@ mod tests {
 
     /// Rate-control configs (named `cc` so `cargo test cc::` runs them).
     mod cc {
-        use crate::cc::{CcConfig, CxParams, DctcpParams, PaperParams, TimelyParams};
+        use crate::cc::{CcConfig, CxParams, DctcpParams, PaperParams, SwiftParams, TimelyParams};
         use std::path::Path;
 
         fn path(file: &str) -> std::path::PathBuf {
@@ -691,11 +703,15 @@ mod tests {
                 shipped("dctcp.toml"),
                 CcConfig::Dctcp(DctcpParams::default())
             );
+            assert_eq!(
+                shipped("swift.toml"),
+                CcConfig::Swift(SwiftParams::default())
+            );
         }
 
         #[test]
         fn the_shipped_files_list_every_parameter() {
-            for name in ["dcqcn-cx", "dcqcn-paper", "timely", "dctcp"] {
+            for name in ["dcqcn-cx", "dcqcn-paper", "timely", "dctcp", "swift"] {
                 let file = format!("{name}.toml");
                 let text = std::fs::read_to_string(path(&file)).unwrap();
                 let listed: toml::Table = text.parse().unwrap();
@@ -745,6 +761,10 @@ mod tests {
             let timely = |kv: &str| error(&format!("algorithm = \"timely\"\n{kv}"));
             assert!(timely("beta = 1.5").contains("beta 1.5 is outside (0, 1]"));
             assert!(timely("t_low_us = 900").contains("t_low_us 900 must be below t_high_us"));
+            let swift = |kv: &str| error(&format!("algorithm = \"swift\"\n{kv}"));
+            assert!(swift("max_mdf = 1.0").contains("max_mdf 1 is outside (0, 1)"));
+            assert!(swift("fs_min_cwnd = 300").contains("fs_max_cwnd 256 must be above"));
+            assert!(swift("target_us = 10").contains("unknown field `target_us`"));
             assert!(error("rpg_gd = 11").contains("missing field `algorithm`"));
             assert!(error("algorithm = \"none\"\nrpg_gd = 11").contains("unknown field `rpg_gd`"));
             assert!(cx("rpg_min_dec_fac = 101").contains("rpg_min_dec_fac 101 is above"));

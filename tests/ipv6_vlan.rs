@@ -154,6 +154,7 @@ fn connect(
         traffic_class,
         flow_label,
         src_port: None,
+        int_telemetry: false,
     });
     a.path_mtu = Mtu::Mtu1024;
     a.dest_qp_num = remote_qp;

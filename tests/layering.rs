@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 const MAY: &[(&str, &[&str])] = &[
     ("time", &[]),
     ("wire", &["time"]),
-    ("cc", &["time"]),
+    ("cc", &["time", "wire"]),
     ("pcap", &["time", "wire"]),
     ("transport", &["time", "wire", "cc"]),
     ("cm", &["time", "wire"]),

@@ -459,6 +459,7 @@ fn build_responder(cap: &Capture, recs: &[Rec], flow: &Flow) -> Responder {
             flow.req_qpn,
             flow.resp_sport,
         ),
+        int_telemetry: false,
     };
     let rq_psn = first_psn(recs, &flow.requests).value();
     let conn = Conn {
@@ -1075,6 +1076,7 @@ fn requester_replay(cap: &Capture, recs: &[Rec], flow: &Flow) -> usize {
             flow.resp_qpn,
             flow.req_sport,
         ),
+        int_telemetry: false,
     };
     let sq_psn = first_psn(recs, &flow.requests).value();
     let conn = Conn {

@@ -369,6 +369,7 @@ fn av(dgid: IpAddr, dmac: MacAddr) -> AddressVector {
         traffic_class: 0,
         flow_label: 0,
         src_port: None,
+        int_telemetry: false,
     }
 }
 

@@ -81,6 +81,7 @@ fn av_to(to: &End) -> AddressVector {
         traffic_class: 0,
         flow_label: 0,
         src_port: None,
+        int_telemetry: false,
     }
 }
 
@@ -441,6 +442,7 @@ fn rxe_ud_pingpong_frames_are_ours_byte_for_byte() {
             traffic_class: 0,
             flow_label: 0,
             src_port: None,
+            int_telemetry: false,
         };
         let to = UdDest {
             ah: dev.create_ah(&av).unwrap(),
@@ -603,6 +605,7 @@ fn rxe_cm_mads_from_qp1_are_ours_byte_for_byte() {
         traffic_class: 0,
         flow_label: 0,
         src_port: None,
+        int_telemetry: false,
     };
     let to = UdDest {
         ah: dev.create_ah(&av).unwrap(),

@@ -533,6 +533,7 @@ impl RateController for DcqcnCx {
             timer_stage: self.timer_stage,
             byte_stage: self.byte_stage,
             rtt_ns: 0,
+            window_bytes: 0,
         }
     }
 

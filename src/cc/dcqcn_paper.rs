@@ -305,6 +305,7 @@ impl RateController for DcqcnPaper {
             timer_stage: self.timer_stage,
             byte_stage: self.byte_stage,
             rtt_ns: 0,
+            window_bytes: 0,
         }
     }
 

@@ -181,6 +181,7 @@ impl RateController for Dctcp {
             timer_stage: 0,
             byte_stage: 0,
             rtt_ns: self.last_rtt.as_nanos(),
+            window_bytes: 0,
         }
     }
 
@@ -212,6 +213,8 @@ mod tests {
             rtt_bytes: 4096,
             inflight_bytes: 0,
             ecn_echo: marked,
+            int: None,
+            hops: None,
         }
     }
 

@@ -30,16 +30,21 @@
 mod dcqcn_cx;
 mod dcqcn_paper;
 mod dctcp;
+mod hpcc;
 mod pacer;
+mod swift;
 mod timely;
 
 pub use dcqcn_cx::{CxParams, DcqcnCx};
 pub use dcqcn_paper::{DcqcnPaper, PaperParams};
 pub use dctcp::{Dctcp, DctcpParams};
+pub use hpcc::{Hpcc, HpccParams};
 pub use pacer::Pacer;
+pub use swift::{Swift, SwiftParams};
 pub use timely::{Timely, TimelyParams};
 
 use crate::time::{Duration, Instant};
+use crate::wire::int::IntStack;
 use core::fmt;
 
 /// What a controller exposes at any time.
@@ -58,6 +63,9 @@ pub struct CcState {
     /// The last RTT sample the controller took, nanoseconds (0: none;
     /// controllers that use no RTT leave it 0).
     pub rtt_ns: u64,
+    /// The window, bytes the QP may have unacknowledged (0: the
+    /// controller keeps none).
+    pub window_bytes: u64,
 }
 
 /// What one acknowledgement tells the reaction point: the per-ACK input of
@@ -89,6 +97,27 @@ pub struct AckSample {
     /// Whether a CNP arrived for the QP since the previous sample: the
     /// ECN echo of RoCE (reference B.8).
     pub ecn_echo: bool,
+    /// The hops the acknowledged request collected, echoed by the
+    /// responder: on a path with INT telemetry only
+    /// ([`crate::wire::int`]).
+    pub int: Option<IntStack>,
+    /// Switches between the QP and its peer, from the TTL / hop limit of
+    /// the response that made this sample ([`hops_from_ttl`]; paths are
+    /// the same both ways); `None`: not known.
+    pub hops: Option<u8>,
+}
+
+/// The hops a packet that arrived with TTL (or hop limit) `ttl` took:
+/// from the nearest common initial TTL at or above it (64, 128 or 255)
+/// down to it. Every router, and every switch of the simulator, lowers
+/// it by one.
+pub fn hops_from_ttl(ttl: u8) -> u8 {
+    let initial = match ttl {
+        0..=64 => 64,
+        65..=128 => 128,
+        _ => 255,
+    };
+    initial - ttl
 }
 
 /// Counters of one controller.
@@ -139,6 +168,19 @@ pub enum TraceEvent {
     RttHyper,
     /// An RTT sample cut the rate (TIMELY).
     RttCut,
+    /// INT showed a link above the target utilisation: the window was
+    /// cut (HPCC).
+    IntCut,
+    /// INT showed the links under the target: the window grew by W_AI
+    /// (HPCC).
+    IntAdditive,
+    /// Under the target for maxStage updates: the window grew
+    /// multiplicatively (HPCC).
+    IntHyper,
+    /// A delay sample below the target grew the window (Swift).
+    WindowIncrease,
+    /// A delay sample above the target shrank the window (Swift).
+    WindowDecrease,
 }
 
 impl TraceEvent {
@@ -154,6 +196,11 @@ impl TraceEvent {
             TraceEvent::RttAdditive => "rtt_additive",
             TraceEvent::RttHyper => "rtt_hyper",
             TraceEvent::RttCut => "rtt_cut",
+            TraceEvent::IntCut => "int_cut",
+            TraceEvent::IntAdditive => "int_additive",
+            TraceEvent::IntHyper => "int_hyper",
+            TraceEvent::WindowIncrease => "window_increase",
+            TraceEvent::WindowDecrease => "window_decrease",
         }
     }
 }
@@ -172,7 +219,7 @@ pub struct TraceRecord {
 impl TraceRecord {
     /// The CSV header matching [`TraceRecord`]'s `Display`.
     pub const CSV_HEADER: &'static str =
-        "time_ns,event,rate_bps,target_bps,alpha,timer_stage,byte_stage,rtt_ns";
+        "time_ns,event,rate_bps,target_bps,alpha,timer_stage,byte_stage,rtt_ns,window_bytes";
 }
 
 impl fmt::Display for TraceRecord {
@@ -181,7 +228,7 @@ impl fmt::Display for TraceRecord {
         let s = &self.state;
         write!(
             f,
-            "{},{},{},{},{:.6},{},{},{}",
+            "{},{},{},{},{:.6},{},{},{},{}",
             self.time.as_nanos(),
             self.event.name(),
             s.rate_bps,
@@ -189,7 +236,8 @@ impl fmt::Display for TraceRecord {
             s.alpha,
             s.timer_stage,
             s.byte_stage,
-            s.rtt_ns
+            s.rtt_ns,
+            s.window_bytes
         )
     }
 }
@@ -210,6 +258,12 @@ pub trait RateController: fmt::Debug + Send {
     /// a window: only then does the transport keep the send log that
     /// feeds them (work on every packet).
     fn reads_acks(&self) -> bool {
+        false
+    }
+    /// Whether the controller needs INT telemetry in its acknowledgements
+    /// ([`AckSample::int`]): a QP running it must have both ends agree
+    /// to INT.
+    fn needs_int(&self) -> bool {
         false
     }
     /// An acknowledgement arrived at `now` (after `on_cnp` for any CNP
@@ -278,6 +332,12 @@ pub enum CcConfig {
     /// DCTCP made rate-based on RoCE's ECN echo (the CNP), as the HPCC
     /// simulator runs it (Alizadeh et al., SIGCOMM 2010).
     Dctcp(DctcpParams),
+    /// HPCC, window control from in-network telemetry (Li et al.,
+    /// SIGCOMM 2019); needs INT telemetry on the QP's path.
+    Hpcc(HpccParams),
+    /// Swift, delay-based window control with a target scaled by hop
+    /// count and window (Kumar et al., SIGCOMM 2020).
+    Swift(SwiftParams),
 }
 
 impl CcConfig {
@@ -290,11 +350,27 @@ impl CcConfig {
             CcConfig::DcqcnPaper(p) => Box::new(DcqcnPaper::new(p, line_bps)),
             CcConfig::Timely(p) => Box::new(Timely::new(p, line_bps)),
             CcConfig::Dctcp(p) => Box::new(Dctcp::new(p, line_bps)),
+            CcConfig::Hpcc(p) => Box::new(Hpcc::new(p, line_bps)),
+            CcConfig::Swift(p) => Box::new(Swift::new(p, line_bps)),
         }
     }
 
     /// Every algorithm's name, as [`CcConfig::name`] gives it.
-    pub const NAMES: [&'static str; 5] = ["none", "dcqcn-cx", "dcqcn-paper", "timely", "dctcp"];
+    pub const NAMES: [&'static str; 7] = [
+        "none",
+        "dcqcn-cx",
+        "dcqcn-paper",
+        "timely",
+        "dctcp",
+        "hpcc",
+        "swift",
+    ];
+
+    /// Whether the algorithm needs INT telemetry on the QP's path (both
+    /// ends must agree to it: [`crate::wire::int`]).
+    pub fn needs_int(&self) -> bool {
+        matches!(self, CcConfig::Hpcc(_))
+    }
 
     /// The command-line name of the algorithm (the `algorithm` key of its
     /// TOML).
@@ -305,6 +381,8 @@ impl CcConfig {
             CcConfig::DcqcnPaper(_) => "dcqcn-paper",
             CcConfig::Timely(_) => "timely",
             CcConfig::Dctcp(_) => "dctcp",
+            CcConfig::Hpcc(_) => "hpcc",
+            CcConfig::Swift(_) => "swift",
         }
     }
 
@@ -316,6 +394,8 @@ impl CcConfig {
             "dcqcn-paper" => Some(CcConfig::DcqcnPaper(PaperParams::default())),
             "timely" => Some(CcConfig::Timely(TimelyParams::default())),
             "dctcp" => Some(CcConfig::Dctcp(DctcpParams::default())),
+            "hpcc" => Some(CcConfig::Hpcc(HpccParams::default())),
+            "swift" => Some(CcConfig::Swift(SwiftParams::default())),
             _ => None,
         }
     }
@@ -329,6 +409,8 @@ impl CcConfig {
             CcConfig::DcqcnPaper(p) => p.check(),
             CcConfig::Timely(p) => p.check(),
             CcConfig::Dctcp(p) => p.check(),
+            CcConfig::Hpcc(p) => p.check(),
+            CcConfig::Swift(p) => p.check(),
         }
     }
 }
@@ -467,6 +549,7 @@ impl RateController for NoControl {
             timer_stage: 0,
             byte_stage: 0,
             rtt_ns: 0,
+            window_bytes: 0,
         }
     }
 
@@ -476,5 +559,28 @@ impl RateController for NoControl {
 
     fn books_mut(&mut self) -> &mut Books {
         &mut self.books
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::hops_from_ttl;
+
+    #[test]
+    fn hops_count_down_from_the_nearest_common_initial_ttl() {
+        for (ttl, hops) in [
+            (64, 0),
+            (63, 1),
+            (60, 4),
+            (0, 64),
+            (128, 0),
+            (126, 2),
+            (65, 63),
+            (255, 0),
+            (250, 5),
+            (129, 126),
+        ] {
+            assert_eq!(hops_from_ttl(ttl), hops, "ttl {ttl}");
+        }
     }
 }

@@ -337,6 +337,7 @@ impl RateController for Timely {
             timer_stage: self.calm,
             byte_stage: 0,
             rtt_ns: self.last_rtt_ns,
+            window_bytes: 0,
         }
     }
 
@@ -371,6 +372,8 @@ mod tests {
             rtt_bytes: 0,
             inflight_bytes: 0,
             ecn_echo: false,
+            int: None,
+            hops: None,
         }
     }
 

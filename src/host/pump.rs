@@ -7,15 +7,7 @@ use crate::backend::{Backend, Burst, FrameBuf};
 use crate::time::Instant;
 use crate::transport::Device;
 
-/// Room for the largest frame the transport writes: path MTU 4096 plus
-/// Ethernet with a VLAN tag (18), IPv6 (40), UDP (8), BTH (12), the
-/// largest extension headers (AtomicETH, 28) and the ICRC (4) is 4206 B;
-/// 4224 is what a 4352 B mbuf data room leaves after its 128 B headroom.
-pub const MAX_FRAME: usize = 4224;
-const _: () = assert!(
-    4096 + crate::wire::len::ROCE_MAX + crate::wire::len::ATOMIC_ETH + crate::wire::len::ICRC
-        <= MAX_FRAME
-);
+pub use crate::transport::MAX_FRAME;
 
 /// What [`pump`] drives: anything that takes received frames and writes
 /// frames to send, in time: a transport [`Device`], or a

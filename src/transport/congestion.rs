@@ -24,6 +24,7 @@ use crate::cc::CcConfig;
 /// and ECT(0).
 pub const DEFAULT_TRAFFIC_CLASS: u8 = 26 << 2 | 0b10;
 use crate::time::{Duration, Instant};
+use crate::wire::Ecn;
 
 /// The notification point's settings (ConnectX `roce_np` names).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,6 +38,11 @@ pub struct NpConfig {
     pub cnp_dscp: u8,
     /// 802.1p priority of CNPs on a tagged port (ConnectX `cnp_802p_prio`).
     pub cnp_prio: u8,
+    /// Take every Nth ECN-capable RoCE packet received as if a switch had
+    /// marked it CE (0: never). For testing a reaction point over a link
+    /// with no congestion point on it (two DPDK ports over net_memif); not
+    /// for production.
+    pub mark_ce_every: u32,
 }
 
 impl Default for NpConfig {
@@ -46,6 +52,7 @@ impl Default for NpConfig {
             min_time_between_cnps: Duration::from_micros(4),
             cnp_dscp: 48,
             cnp_prio: 6,
+            mark_ce_every: 0,
         }
     }
 }
@@ -66,6 +73,13 @@ pub struct CongestionConfig {
     /// Keep a trace of every rate decision per QP
     /// (`Device::drain_cc_trace`).
     pub trace: bool,
+    /// Stamp the device's own egress as the first hop of every INT
+    /// trailer it sends ([`crate::wire::int`]): time, bytes the device has
+    /// sent, no queue, [`CongestionConfig::line_bps`]. For a datapath with
+    /// no switch that stamps INT (a DPDK port), so that a rate control
+    /// reading INT sees at least the sender's own link; the simulator's
+    /// switches stamp their own hops.
+    pub int_host_hop: bool,
 }
 
 impl Default for CongestionConfig {
@@ -76,6 +90,7 @@ impl Default for CongestionConfig {
             rp: CcConfig::None,
             line_bps: 0,
             trace: false,
+            int_host_hop: false,
         }
     }
 }
@@ -106,4 +121,16 @@ impl Np {
         self.pending = Some(pkey);
         true
     }
+}
+
+/// Whether a received packet of ECN codepoint `ecn` is taken as
+/// CE-marked by [`NpConfig::mark_ce_every`] (every Nth ECN-capable one;
+/// `seen` counts them).
+pub(super) fn emulated_ce(np: &NpConfig, seen: &mut u64, ecn: Ecn) -> bool {
+    let n = np.mark_ce_every;
+    if n == 0 || !matches!(ecn, Ecn::Ect0 | Ecn::Ect1) {
+        return false;
+    }
+    *seen += 1;
+    *seen % u64::from(n) == 0
 }

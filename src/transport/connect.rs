@@ -31,6 +31,10 @@ pub struct ConnectParams {
     /// `sgid_index`, the tools' `-g` / `-x`); of the same IP version as
     /// the peer's GID.
     pub sgid_index: u8,
+    /// Both ends agree to INT telemetry
+    /// ([`AddressVector::int_telemetry`]): only between ferroce endpoints
+    /// that both asked for it.
+    pub int_telemetry: bool,
 }
 
 impl Default for ConnectParams {
@@ -48,6 +52,7 @@ impl Default for ConnectParams {
                 | Access::REMOTE_ATOMIC,
             traffic_class: crate::transport::congestion::DEFAULT_TRAFFIC_CLASS,
             sgid_index: 0,
+            int_telemetry: false,
         }
     }
 }
@@ -88,6 +93,7 @@ pub fn connect_steps(
         traffic_class: p.traffic_class,
         flow_label: 0,
         src_port: None,
+        int_telemetry: p.int_telemetry,
     });
     rtr.path_mtu = p.mtu;
     rtr.dest_qp_num = remote_qpn;

@@ -137,6 +137,12 @@ counters! {
         /// UD datagrams dropped for a Q_Key other than the QP's (IBTA
         /// §10.2.5, C10-17).
         qkey_violation,
+        /// Responses that carried an INT echo (a path with INT telemetry;
+        /// [`crate::wire::int`]).
+        int_echoes,
+        /// Packets on a path with INT telemetry that arrived without its
+        /// trailer: the peer did not agree to INT, or sends without it.
+        int_missing,
     }
 }
 
@@ -154,6 +160,10 @@ counters! {
         wrong_vlan,
         /// Frames whose ICRC is wrong (dropped silently, CA17-24).
         icrc_errors,
+        /// Frames taken without an ICRC check: they carry an ICRC left
+        /// to the NIC, on a device that leaves it to the NIC too
+        /// (`transport::path::Offload::icrc`).
+        icrc_unchecked,
         /// Addressed to an IP that is not ours.
         wrong_destination,
         /// Transport we do not run (UC, XRC), or UD to an RC QP and RC to a

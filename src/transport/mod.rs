@@ -48,6 +48,7 @@ pub mod wr;
 pub use congestion::{CongestionConfig, NpConfig};
 pub use counters::{QpCounters, RxCounters};
 pub use mr::{Access, AccessError, Lkey, MrKeys, MrSpec, MrTable, PdId, Rkey};
+pub use path::Offload;
 pub use qp::{AddressVector, AttrMask, Mtu, QpAttr, QpState, QpType};
 pub use requester::QpConfig;
 pub use ud::{AhId, UdDest};
@@ -56,7 +57,8 @@ pub use wr::{Payload, RecvWr, SendOp, SendWr, Sge, Wc, WcOpcode, WcStatus};
 
 use crate::cc::{CcCounters, CcState, Pacer, RateController, TraceRecord};
 use crate::time::{DeadlineHeap, Duration, Instant};
-use crate::wire::{self, Ecn, Frame, IpRepr, MacAddr, Psn, Transport};
+use crate::wire::int::Trailer;
+use crate::wire::{self, Ecn, Frame, MacAddr, Psn, Transport};
 use completer::{Outcome, RxEnv};
 use core::net::IpAddr;
 use mr::KeyMap;
@@ -256,6 +258,8 @@ pub struct DeviceConfig {
     pub congestion: CongestionConfig,
     /// The port's active MTU: the largest UD message ([`ud`]).
     pub port_mtu: Mtu,
+    /// What the NIC's hardware does instead (default: nothing, all checked).
+    pub offload: Offload,
 }
 
 impl DeviceConfig {
@@ -271,6 +275,7 @@ impl DeviceConfig {
             vlan: None,
             congestion: CongestionConfig::default(),
             port_mtu: Mtu::Mtu1024,
+            offload: Offload::default(),
         }
     }
 }
@@ -424,6 +429,12 @@ fn flushed(qpn: u32, wr_id: u64, opcode: WcOpcode, len: u32) -> Wc {
 #[derive(Debug)]
 pub struct Device {
     cfg: DeviceConfig,
+    /// Bytes of every frame sent, counted when the device stamps its own
+    /// INT hop ([`CongestionConfig::int_host_hop`]).
+    int_tx_bytes: u64,
+    /// ECN-capable packets received, counted for
+    /// [`NpConfig::mark_ce_every`].
+    ect_received: u64,
     mrs: MrTable,
     cqs: Vec<Cq>,
     qps: KeyMap<Qp>,
@@ -438,10 +449,9 @@ pub struct Device {
     gone: QpCounters,
     events: VecDeque<Event>,
     backlogged: bool,
-    /// Every QP's next deadline. Each method that acts on a QP re-arms
-    /// that QP ([`Device::rearm`]), so [`Device::poll_timeout`], which
-    /// drivers ask after every event, is a peek rather than a walk over
-    /// every QP.
+    /// Every QP's next deadline. Each method that acts on a QP re-arms that QP
+    /// ([`Device::rearm`]), so [`Device::poll_timeout`], which drivers ask after
+    /// every event, is a peek rather than a walk over every QP.
     timers: DeadlineHeap<u32>,
 }
 
@@ -460,8 +470,8 @@ impl Device {
             ..cfg
         };
         Ok(Device {
+            mrs: MrTable::new().discarding_writes(cfg.offload.discard_write_payloads),
             cfg,
-            mrs: MrTable::new(),
             cqs: Vec::new(),
             qps: KeyMap::default(),
             ahs: KeyMap::default(),
@@ -472,6 +482,8 @@ impl Device {
             gone: QpCounters::default(),
             events: VecDeque::new(),
             backlogged: false,
+            int_tx_bytes: 0,
+            ect_received: 0,
             timers: DeadlineHeap::default(),
         })
     }
@@ -802,12 +814,15 @@ impl Device {
         }
         let path = if set(AttrMask::AV) || set(AttrMask::DEST_QPN) || set(AttrMask::PKEY_INDEX) {
             match new.ah_attr {
-                Some(av) => Some(build_path(&self.cfg, qpn, &new, &av)?),
+                Some(av) => Some(path::build_path(&self.cfg, qpn, &new, &av)?),
                 None => qp.path,
             }
         } else {
             qp.path
         };
+        if let Some(p) = path.filter(|_| to == QpState::Rtr) {
+            path::check_int(&p, new.path_mtu.bytes(), qp.cc.needs_int())?;
+        }
         // Everything checked: apply.
         qp.attr = new;
         qp.attr.qp_state = to;
@@ -978,8 +993,7 @@ impl Device {
             self.rx.wrong_vlan += 1;
             return;
         }
-        if !f.icrc_ok() {
-            self.rx.icrc_errors += 1;
+        if !self.cfg.offload.admits(&f, &mut self.rx) {
             return;
         }
         let ip = f.ip();
@@ -989,12 +1003,15 @@ impl Device {
         }
         // What follows acts on the addressed QP only.
         let qpn = f.dest_qp();
-        self.deliver(now, &f);
+        // The bytes after the IP packet: an INT trailer on a path with INT
+        // telemetry (crate::wire::int), else padding or nothing.
+        let tail = &frame[f.bytes().len()..];
+        self.deliver(now, &f, tail);
         self.rearm(qpn);
     }
 
     /// A frame that passed the device's checks goes to the QP it names.
-    fn deliver(&mut self, now: Instant, f: &Frame<'_>) {
+    fn deliver(&mut self, now: Instant, f: &Frame<'_>, tail: &[u8]) {
         if f.info.transport == Transport::Cnp {
             self.rx.cnp_received += 1;
             self.on_cnp(now, f);
@@ -1027,12 +1044,31 @@ impl Device {
             return;
         };
         qp.counters.rcvd_pkts += 1;
-        if f.ip().ecn() == Ecn::Ce {
+        if f.ip().ecn() == Ecn::Ce
+            || congestion::emulated_ce(
+                &self.cfg.congestion.np,
+                &mut self.ect_received,
+                f.ip().ecn(),
+            )
+        {
             qp.counters.np_ecn_marked_roce_packets += 1;
             let pkey = f.bth_view().pkey();
             qp.np.on_marked(&self.cfg.congestion.np, now, pkey);
         }
+        let int = match qp.path.filter(|p| p.int) {
+            Some(_) => {
+                let t = Trailer::parse(tail);
+                if t.is_none() {
+                    qp.counters.int_missing += 1;
+                }
+                t
+            }
+            None => None,
+        };
         let fatal = if f.info.is_request() {
+            if let Some(Trailer::Collect(s)) = int {
+                qp.resp.int_echo = s;
+            }
             let mut sink = Sink {
                 cqs: &mut self.cqs,
                 backlog: &mut qp.backlog,
@@ -1059,7 +1095,13 @@ impl Device {
         } else {
             let (req, mut env) = qp.completer(&mut self.mrs, &mut self.cqs, now);
             let outcome = req.on_response(&mut env, f);
-            if let Some(ack) = qp.req.log.take() {
+            if let Some(mut ack) = qp.req.log.take() {
+                if let Some(Trailer::Echo(s)) = int {
+                    qp.counters.int_echoes += 1;
+                    ack.int = Some(s);
+                }
+                // One byte: the switches this response crossed.
+                ack.hops = Some(crate::cc::hops_from_ttl(f.ttl()));
                 qp.cc.on_ack(now, &ack);
             }
             match outcome {
@@ -1184,13 +1226,33 @@ impl Device {
             if sent.is_none() {
                 qp.ready = false;
             }
+            let int_here = qp.path.is_some_and(|p| p.int) && self.cfg.congestion.int_host_hop;
             self.rearm(qpn);
             if let Some(len) = sent {
+                if int_here {
+                    self.stamp_host_hop(now, &mut buf[..len]);
+                }
+                if self.cfg.congestion.int_host_hop {
+                    self.int_tx_bytes += len as u64;
+                }
                 self.ready.push_back(qpn);
                 return Some(len);
             }
         }
         None
+    }
+
+    /// Pushes the device's own egress hop into a request's INT trailer
+    /// ([`CongestionConfig::int_host_hop`]): the bytes the device sent
+    /// before this frame, no queue, the line rate.
+    fn stamp_host_hop(&mut self, now: Instant, frame: &mut [u8]) {
+        let hop = wire::int::IntHop::stamp(
+            self.cfg.congestion.line_bps,
+            now.as_nanos(),
+            self.int_tx_bytes,
+            0,
+        );
+        wire::int::stamp(frame, hop);
     }
 
     /// The next frame of one QP: a CNP it owes first, then its responses,
@@ -1341,29 +1403,28 @@ impl Device {
                     self.ready.push_back(qp.qpn);
                 }
             }
-            if !matches!(qp.state, QpState::Rts | QpState::Sqd) {
-                continue;
-            }
-            let rnr_over = qp.req.rnr_until.is_some_and(|t| t <= now);
-            let timer_fired = qp.req.timer.is_some_and(|t| t <= now);
-            if (rnr_over || timer_fired) && !qp.ready {
-                qp.ready = true;
-                self.ready.push_back(qp.qpn);
-            }
-            if rnr_over {
-                qp.req.rnr_until = None;
-                // Re-arm the ACK timer for the packets about to go again.
-                qp.req.timer = ack_timeout(qp.attr.timeout).map(|t| now + t);
-            }
-            if timer_fired {
-                let (req, mut env) = qp.completer(&mut self.mrs, &mut self.cqs, now);
-                if let Outcome::Fatal(s) = req.on_timeout(&mut env) {
-                    Self::protocol_error(qp, &mut self.cqs, &mut self.events, s);
+            if matches!(qp.state, QpState::Rts | QpState::Sqd) {
+                let rnr_over = qp.req.rnr_until.is_some_and(|t| t <= now);
+                let timer_fired = qp.req.timer.is_some_and(|t| t <= now);
+                if (rnr_over || timer_fired) && !qp.ready {
+                    qp.ready = true;
+                    self.ready.push_back(qp.qpn);
                 }
+                if rnr_over {
+                    qp.req.rnr_until = None;
+                    // Re-arm the ACK timer for the packets about to go again.
+                    qp.req.timer = ack_timeout(qp.attr.timeout).map(|t| now + t);
+                }
+                if timer_fired {
+                    let (req, mut env) = qp.completer(&mut self.mrs, &mut self.cqs, now);
+                    if let Outcome::Fatal(s) = req.on_timeout(&mut env) {
+                        Self::protocol_error(qp, &mut self.cqs, &mut self.events, s);
+                    }
+                }
+                self.backlogged |= !qp.backlog.is_empty();
             }
-            self.backlogged |= !qp.backlog.is_empty();
-        }
-        for qp in self.qps.values_mut() {
+            // Re-armed in the same pass: a deadline is its own QP's, and
+            // the heap orders deadlines by time, then QPN.
             let due = qp_deadline(qp);
             self.timers.arm(qp.qpn, &mut qp.armed, due);
         }
@@ -1428,47 +1489,11 @@ impl Device {
     }
 }
 
-/// The headers of a QP's packets from its attributes (reference B.1): the
-/// local GID of `sgid_index` and the remote GID (same IP version), DSCP
-/// and ECN from the traffic class, TTL 64 on IPv4 as rxe sends (the AV
-/// hop limit on IPv6), the kernel's source port over both QPNs.
-fn build_path(
-    cfg: &DeviceConfig,
-    qpn: u32,
-    attr: &QpAttr,
-    av: &AddressVector,
-) -> Result<Path, Error> {
-    let sgid = cfg.gids[av.sgid_index as usize];
-    let dscp = av.traffic_class >> 2;
-    let mut ecn = Ecn::from_bits(av.traffic_class & 3);
-    if cfg.congestion.ecn && ecn == Ecn::NotEct {
-        // ECN-capable transport (reference B.8): ECT(0), as ConnectX.
-        ecn = Ecn::Ect0;
-    }
-    let ip = match (sgid, av.dgid.to_canonical()) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => IpRepr::v4(s, d, dscp, ecn),
-        (IpAddr::V6(s), IpAddr::V6(d)) => {
-            let mut ip = IpRepr::v6(s, d, dscp, ecn, av.flow_label);
-            if let IpRepr::V6(r) = &mut ip {
-                r.hop_limit = av.hop_limit;
-            }
-            ip
-        }
-        _ => {
-            return Err(Error::InvalidAttr(
-                "dgid and sgid are of different IP versions",
-            ))
-        }
-    };
-    Ok(Path {
-        smac: cfg.mac,
-        dmac: av.dmac,
-        vlan: vlan::tag_of(cfg.vlan),
-        ip,
-        src_port: av
-            .src_port
-            .unwrap_or_else(|| wire::udp::kernel_source_port(qpn, attr.dest_qp_num)),
-        pkey: cfg.pkeys[attr.pkey_index as usize],
-        dest_qp: attr.dest_qp_num,
-    })
-}
+/// Room for the largest frame the transport writes, the size of the
+/// frame buffers it is given: path MTU 4096 plus Ethernet with a VLAN tag
+/// (18), IPv6 (40), UDP (8), BTH (12), the largest extension headers
+/// (AtomicETH, 28) and the ICRC (4) is 4206 B; 4224 is what a 4352 B mbuf
+/// data room leaves after its 128 B headroom.
+pub const MAX_FRAME: usize = 4224;
+const _: () =
+    assert!(4096 + wire::len::ROCE_MAX + wire::len::ATOMIC_ETH + wire::len::ICRC <= MAX_FRAME);

@@ -225,6 +225,8 @@ pub struct MrTable {
     next_addr: u64,
     mrs: KeyMap<Mr>,
     freed_pds: Vec<u32>,
+    /// [`MrTable::write_remote`] checks but does not copy.
+    discard_writes: bool,
 }
 
 /// Where fresh regions start in the virtual address space.
@@ -239,7 +241,17 @@ impl MrTable {
             next_addr: FIRST_ADDR,
             mrs: KeyMap::default(),
             freed_pds: Vec::new(),
+            discard_writes: false,
         }
+    }
+
+    /// This table, with [`MrTable::write_remote`] checking every write
+    /// (key, protection domain, access, bounds) but copying nothing when
+    /// `discard` holds: the regions keep what they held
+    /// ([`super::Offload::discard_write_payloads`]).
+    pub fn discarding_writes(mut self, discard: bool) -> MrTable {
+        self.discard_writes = discard;
+        self
     }
 
     /// A new protection domain.
@@ -466,7 +478,8 @@ impl MrTable {
 
     /// Writes `data` at `va` of region `rkey` for a peer's WRITE, checked
     /// as it writes (the region may have gone away since the message's
-    /// first packet).
+    /// first packet); only checked in a table that discards writes
+    /// ([`MrTable::discarding_writes`]).
     pub fn write_remote(
         &mut self,
         rkey: Rkey,
@@ -479,7 +492,9 @@ impl MrTable {
             .get_mut(&rkey)
             .ok_or(AccessError::NoSuchKey(rkey))?;
         let o = mr.admit(rkey, pd, va, data.len() as u64, Access::REMOTE_WRITE)?;
-        mr.mem.bytes_mut()[o..o + data.len()].copy_from_slice(data);
+        if !self.discard_writes {
+            mr.mem.bytes_mut()[o..o + data.len()].copy_from_slice(data);
+        }
         Ok(())
     }
 

@@ -1,10 +1,65 @@
 //! Where a connected QP's packets go: the addresses and header values
 //! fixed at RTR (reference B.1), and the one function that writes a packet
-//! of the QP into a caller's buffer.
+//! of the QP into a caller's buffer; built from the QP's attributes at RTR
+//! (`build_path`), with INT telemetry where both ends agreed (`check_int`).
+//! The device's [`Offload`] settings: who computes and checks the ICRC.
 
+use super::qp::{AddressVector, QpAttr};
+use super::{vlan, DeviceConfig, Error, RxCounters};
+use crate::wire;
+use crate::wire::frame::{seal_offloaded, OFFLOADED_ICRC};
+use crate::wire::int::{self, Trailer};
 use crate::wire::{
-    frame::seal, BthRepr, Ecn, ExtHeaders, FrameRepr, IpRepr, MacAddr, Opcode, Psn, VlanTag,
+    frame::seal, BthRepr, Ecn, ExtHeaders, Frame, FrameRepr, IpRepr, MacAddr, Opcode, Psn, VlanTag,
 };
+
+/// Work a device leaves to its NIC's hardware, as the simulator's lab
+/// runs it; the default leaves nothing: every ICRC is computed and
+/// checked, every WRITE's payload lands in its region.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Offload {
+    /// The ICRC is the NIC's (A17 §17.3.3 asks it of the channel adapter,
+    /// which computes it in hardware): frames are sent with
+    /// [`OFFLOADED_ICRC`] in its place, computed by nobody, and a received
+    /// frame that carries it is taken without a check, counted in
+    /// [`RxCounters::icrc_unchecked`]. A frame with any other ICRC is
+    /// checked as usual. Both ends must agree: a device without it drops
+    /// the other's frames as ICRC errors.
+    pub icrc: bool,
+    /// A WRITE's packets are checked (R_Key, protection domain, access,
+    /// bounds) but their payload is not copied into the region: for a
+    /// driver that never reads the memory written (the lab), where the
+    /// copy would be all the work.
+    pub discard_write_payloads: bool,
+}
+
+impl Offload {
+    /// Whether a received frame passes the ICRC check, or skips it (an
+    /// offloaded ICRC on a device that offloads it); counts the frame in
+    /// `rx` as an ICRC error or as unchecked.
+    pub(super) fn admits(&self, f: &Frame<'_>, rx: &mut RxCounters) -> bool {
+        if self.icrc && f.icrc == OFFLOADED_ICRC {
+            rx.icrc_unchecked += 1;
+            return true;
+        }
+        if !f.icrc_ok() {
+            rx.icrc_errors += 1;
+            return false;
+        }
+        true
+    }
+}
+
+/// Seals a frame of `len` bytes written at the start of `buf`: its ICRC
+/// computed, or left to the NIC.
+fn seal_frame(buf: &mut [u8], len: usize, eth_len: usize, offload_icrc: bool) -> Option<()> {
+    if offload_icrc {
+        seal_offloaded(&mut buf[..len]).ok()
+    } else {
+        seal(&mut buf[..len], eth_len).ok().map(|_| ())
+    }
+}
+use core::net::IpAddr;
 
 /// The headers every packet of one QP shares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,6 +78,12 @@ pub struct Path {
     pub pkey: u16,
     /// Destination QP number of every BTH (IBTA Vol. 1 §9.2.7).
     pub dest_qp: u32,
+    /// Both ends agreed to INT telemetry
+    /// ([`AddressVector::int_telemetry`](super::AddressVector::int_telemetry)):
+    /// packets carry the trailer of [`crate::wire::int`].
+    pub int: bool,
+    /// The ICRC is left to the NIC ([`Offload::icrc`]).
+    pub icrc_offload: bool,
 }
 
 /// One packet to write: the BTH fields that vary and the extension headers.
@@ -38,6 +99,9 @@ pub struct Packet {
     pub solicited: bool,
     /// The extension headers the opcode carries.
     pub ext: ExtHeaders,
+    /// The INT trailer after the IP packet, on a path with
+    /// [`Path::int`] only (`None` elsewhere).
+    pub int: Option<Trailer>,
 }
 
 impl Path {
@@ -51,6 +115,32 @@ impl Path {
         buf: &mut [u8],
         fill: impl FnOnce(&mut [u8]),
     ) -> Option<usize> {
+        let r = self.repr(p);
+        let at = r.emit_headers(payload_len, buf).ok()?;
+        fill(&mut buf[at]);
+        let len = r.frame_len(payload_len);
+        seal_frame(buf, len, r.eth.header_len(), self.icrc_offload)?;
+        match p.int.filter(|_| self.int) {
+            Some(t) => {
+                t.emit(buf.get_mut(len..)?)?;
+                Some(len + int::LEN)
+            }
+            None => Some(len),
+        }
+    }
+
+    /// The length of the frame [`Path::emit`] would write (its INT
+    /// trailer included).
+    pub fn frame_len(&self, p: &Packet, payload_len: usize) -> usize {
+        let trailer = if p.int.is_some() && self.int {
+            int::LEN
+        } else {
+            0
+        };
+        self.repr(p).frame_len(payload_len) + trailer
+    }
+
+    fn repr(&self, p: &Packet) -> FrameRepr {
         let mut bth = BthRepr::new(p.opcode, self.dest_qp, p.psn);
         bth.ack_req = p.ack_req;
         bth.solicited = p.solicited;
@@ -58,11 +148,7 @@ impl Path {
         let mut r = FrameRepr::roce(self.smac, self.dmac, self.ip, self.src_port, bth);
         r.eth.vlan = self.vlan;
         r.ext = p.ext;
-        let at = r.emit_headers(payload_len, buf).ok()?;
-        fill(&mut buf[at]);
-        let len = r.frame_len(payload_len);
-        seal(&mut buf[..len], r.eth.header_len()).ok()?;
-        Some(len)
+        r
     }
 
     /// Writes a CNP to this QP's peer (reference B.8, A17 §17.9.3): BTH
@@ -81,12 +167,95 @@ impl Path {
         r.ext = ExtHeaders::default();
         r.emit_headers(0, buf).ok()?;
         let len = r.frame_len(0);
-        seal(&mut buf[..len], r.eth.header_len()).ok()?;
+        seal_frame(buf, len, r.eth.header_len(), self.icrc_offload)?;
         Some(len)
+    }
+
+    /// The Ethernet header's length (with the VLAN tag, if any).
+    pub fn eth_header_len(&self) -> usize {
+        match self.vlan {
+            Some(_) => crate::wire::ethernet::HEADER_LEN_VLAN,
+            None => crate::wire::ethernet::HEADER_LEN,
+        }
     }
 
     /// The ECN codepoint the QP's packets carry.
     pub fn ecn(&self) -> Ecn {
         self.ip.ecn()
     }
+}
+
+/// INT telemetry ([`crate::wire::int`]) at RTR: a rate control that needs
+/// it (HPCC) gets it, and the trailer fits the frame buffers behind the
+/// largest request of the path MTU (RETH and ImmDt, the most a request
+/// with a payload carries).
+pub(super) fn check_int(path: &Path, mtu: u32, needed: bool) -> Result<(), Error> {
+    if needed && !path.int {
+        return Err(Error::InvalidAttr(
+            "the QP's rate control needs INT telemetry: set the address vector's \
+             int_telemetry, toward a ferroce peer that sets it too",
+        ));
+    }
+    let largest = path.eth_header_len()
+        + path.ip.header_len()
+        + wire::udp::HEADER_LEN
+        + wire::bth::HEADER_LEN
+        + 20
+        + mtu as usize
+        + wire::frame::ICRC_LEN
+        + wire::int::LEN;
+    if path.int && largest > super::MAX_FRAME {
+        return Err(Error::InvalidAttr(
+            "INT telemetry does not fit a frame of this path MTU over IPv6 or a VLAN \
+             (the frame buffers hold 4224 bytes): use a path MTU of 2048 or less",
+        ));
+    }
+    Ok(())
+}
+
+/// The headers of a QP's packets from its attributes (reference B.1): the
+/// local GID of `sgid_index` and the remote GID (same IP version), DSCP
+/// and ECN from the traffic class, TTL 64 on IPv4 as rxe sends (the AV
+/// hop limit on IPv6), the kernel's source port over both QPNs.
+pub(super) fn build_path(
+    cfg: &DeviceConfig,
+    qpn: u32,
+    attr: &QpAttr,
+    av: &AddressVector,
+) -> Result<Path, Error> {
+    let sgid = cfg.gids[av.sgid_index as usize];
+    let dscp = av.traffic_class >> 2;
+    let mut ecn = Ecn::from_bits(av.traffic_class & 3);
+    if cfg.congestion.ecn && ecn == Ecn::NotEct {
+        // ECN-capable transport (reference B.8): ECT(0), as ConnectX.
+        ecn = Ecn::Ect0;
+    }
+    let ip = match (sgid, av.dgid.to_canonical()) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => IpRepr::v4(s, d, dscp, ecn),
+        (IpAddr::V6(s), IpAddr::V6(d)) => {
+            let mut ip = IpRepr::v6(s, d, dscp, ecn, av.flow_label);
+            if let IpRepr::V6(r) = &mut ip {
+                r.hop_limit = av.hop_limit;
+            }
+            ip
+        }
+        _ => {
+            return Err(Error::InvalidAttr(
+                "dgid and sgid are of different IP versions",
+            ))
+        }
+    };
+    Ok(Path {
+        smac: cfg.mac,
+        dmac: av.dmac,
+        vlan: vlan::tag_of(cfg.vlan),
+        ip,
+        src_port: av
+            .src_port
+            .unwrap_or_else(|| wire::udp::kernel_source_port(qpn, attr.dest_qp_num)),
+        pkey: cfg.pkeys[attr.pkey_index as usize],
+        dest_qp: attr.dest_qp_num,
+        int: av.int_telemetry,
+        icrc_offload: cfg.offload.icrc,
+    })
 }

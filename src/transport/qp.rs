@@ -79,6 +79,14 @@ pub struct AddressVector {
     pub flow_label: u32,
     /// UDP source port; `None` uses the kernel's formula over both QPNs.
     pub src_port: Option<u16>,
+    /// ferroce extension, not part of `ibv_ah_attr`: the peer is a ferroce
+    /// endpoint that agreed to INT telemetry on this path (its
+    /// `int_telemetry` is set too), so requests carry an INT trailer for
+    /// switches to stamp and responses echo what arrived
+    /// ([`crate::wire::int`]). Never set it toward a peer that did not
+    /// agree: a standard peer ignores the trailer, and HPCC then sees no
+    /// hop.
+    pub int_telemetry: bool,
 }
 
 /// Attributes of a QP (`ibv_qp_attr`); [`AttrMask`] says which are given.
@@ -549,6 +557,7 @@ mod tests {
             traffic_class: 0,
             flow_label: 0,
             src_port: None,
+            int_telemetry: false,
         });
         let rtr = AttrMask::RC_RTR;
         assert_eq!(check_transition(Init, &a, rtr, &LIM), Ok(Rtr));

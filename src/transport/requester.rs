@@ -6,7 +6,11 @@
 //! holds it; FIRST and MIDDLE carry exactly one MTU); a READ is one request
 //! packet that consumes as many PSNs as its response has packets; an atomic
 //! is one packet and one PSN. AckReq is set on the last packet of every
-//! message and after every `ack_req_every` packets. A work request gets its
+//! message, after every `ack_req_every` packets, and on the packet that
+//! fills the rate controller's window (a window-limited requester would
+//! otherwise wait for its ACK timeout; should a window shrink below what
+//! is already in flight, one more packet goes, asking for the ACK). A
+//! work request gets its
 //! PSNs when its first packet leaves and keeps them for every
 //! retransmission, so going back to a PSN (`Requester::rewind`) resumes
 //! mid-message with the MIDDLE / LAST opcode and the right offset, and a
@@ -22,6 +26,7 @@ use super::wr::{Payload, SendOp, SendWr, WcStatus};
 use super::QpCounters;
 use crate::time::{Duration, Instant};
 use crate::wire::ext::{AtomicEthRepr, RethRepr};
+use crate::wire::int::{IntStack, Trailer};
 use crate::wire::opcode::Op;
 use crate::wire::{ExtHeaders, Opcode, Psn};
 use std::collections::VecDeque;
@@ -290,7 +295,13 @@ impl Requester {
         if !retransmit && inflight > 0 && inflight + npkts_now > self.cfg.max_inflight {
             return TxOutcome::Idle;
         }
-        if !retransmit && inflight > 0 && env.window.is_some_and(|w| self.log.inflight_bytes() >= w)
+        // A full window holds new packets back only once the last packet
+        // sent asked for an ACK: one that did not would leave the window
+        // waiting for the ACK timeout (the responder ACKs on AckReq).
+        if !retransmit
+            && inflight > 0
+            && self.since_ackreq == 0
+            && env.window.is_some_and(|w| self.log.inflight_bytes() >= w)
         {
             return TxOutcome::Idle;
         }
@@ -428,14 +439,21 @@ impl Requester {
                 (code, len, 1, pos_last)
             }
         };
-        let ack_req = last || self.since_ackreq + 1 >= self.cfg.ack_req_every;
-        let pkt = Packet {
+        let mut pkt = Packet {
             opcode,
             psn,
-            ack_req,
+            ack_req: false,
             solicited: last && w.wr.solicited,
             ext,
+            int: env.path.int.then(|| Trailer::Collect(IntStack::default())),
         };
+        // The packet that fills the rate controller's window asks for an
+        // ACK, so that the window opens again.
+        let fills_window = env.window.is_some_and(|win| {
+            self.log.inflight_bytes() + env.path.frame_len(&pkt, payload_len) as u64 >= win
+        });
+        let ack_req = last || self.since_ackreq + 1 >= self.cfg.ack_req_every || fills_window;
+        pkt.ack_req = ack_req;
         let off = k as u64 * mtu as u64;
         let (mrs, pd) = (env.mrs, env.pd);
         let mut gathered = Ok(());

@@ -42,6 +42,7 @@ use super::requester::packets;
 use super::wr::{Sge, Wc, WcOpcode, WcStatus};
 use super::{CqId, QpCounters, Sink};
 use crate::wire::ext::{AckSyndrome, AethRepr, NakCode, CREDIT_INVALID};
+use crate::wire::int::{IntStack, Trailer};
 use crate::wire::opcode::{Class, Op, Position};
 use crate::wire::{ExtHeaders, Frame, Opcode, Psn};
 use std::collections::VecDeque;
@@ -128,6 +129,9 @@ pub(crate) struct Responder {
     pd: PdId,
     /// A fatal NAK decided while sending (not while receiving).
     failed: Option<NakCode>,
+    /// The hops the latest request's INT trailer collected, echoed in
+    /// every response on a path with INT ([`crate::wire::int`]).
+    pub int_echo: IntStack,
 }
 
 /// What the responder needs of its QP.
@@ -157,6 +161,7 @@ pub(crate) enum Verdict {
 impl Responder {
     pub fn new(max_recv_wr: usize, ack_every: u32, pd: PdId) -> Responder {
         Responder {
+            int_echo: IntStack::default(),
             e_psn: Psn::new(0),
             msn: 0,
             sent_psn_nak: false,
@@ -679,6 +684,7 @@ impl Responder {
         buf: &mut [u8],
     ) -> Option<usize> {
         let pd = self.pd;
+        let echo = path.int.then_some(Trailer::Echo(self.int_echo));
         let out = self.out.front_mut()?;
         let aeth = |syndrome, msn| AethRepr { syndrome, msn };
         let ack = AckSyndrome::Ack {
@@ -690,7 +696,10 @@ impl Responder {
                     aeth: Some(aeth(*syndrome, *msn)),
                     ..ExtHeaders::default()
                 };
-                let p = packet(Opcode::rc(Op::Acknowledge), *psn, ext);
+                let p = Packet {
+                    int: echo,
+                    ..packet(Opcode::rc(Op::Acknowledge), *psn, ext)
+                };
                 let n = path.emit(&p, 0, buf, |_| {})?;
                 self.out.pop_front();
                 n
@@ -701,7 +710,10 @@ impl Responder {
                     atomic_ack: Some(*orig),
                     ..ExtHeaders::default()
                 };
-                let p = packet(Opcode::rc(Op::AtomicAcknowledge), *psn, ext);
+                let p = Packet {
+                    int: echo,
+                    ..packet(Opcode::rc(Op::AtomicAcknowledge), *psn, ext)
+                };
                 let n = path.emit(&p, 0, buf, |_| {})?;
                 self.out.pop_front();
                 n
@@ -727,7 +739,10 @@ impl Responder {
                 if op != Op::RdmaReadResponseMiddle {
                     ext.aeth = Some(aeth(ack, *msn));
                 }
-                let p = packet(Opcode::rc(op), *psn, ext);
+                let p = Packet {
+                    int: echo,
+                    ..packet(Opcode::rc(op), *psn, ext)
+                };
                 let (rk, at) = (*rkey, *va);
                 let mut read = Ok(());
                 let n = path.emit(&p, len as usize, buf, |dst| {
@@ -773,5 +788,6 @@ fn packet(opcode: Opcode, psn: Psn, ext: ExtHeaders) -> Packet {
         ack_req: false,
         solicited: false,
         ext,
+        int: None,
     }
 }

@@ -27,10 +27,11 @@
 //! port is rxe's per-QP one ([`crate::wire::udp::qp_source_port`]).
 
 use super::mr::{Access, KeyMap};
+use super::path::build_path;
 use super::path::{Packet, Path};
 use super::qp::{AddressVector, QpAttr, QpState};
 use super::wr::{Payload, SendOp, Wc, WcOpcode, WcStatus};
-use super::{build_path, pkey_match, Cq, DeviceConfig, Error, Qp};
+use super::{pkey_match, Cq, DeviceConfig, Error, Qp};
 use crate::wire::opcode::Op;
 use crate::wire::{udp, Ecn, ExtHeaders, Frame, Opcode};
 
@@ -143,6 +144,7 @@ pub(super) fn transmit(
         let d = w.wr.ud?;
         // An address handle destroyed since the post fails the send.
         let path = ahs.get(&d.ah.0.get()).map(|ah| Path {
+            int: false,
             dest_qp: d.remote_qpn,
             pkey: cfg.pkeys[qp.attr.pkey_index as usize],
             src_port: ah
@@ -179,6 +181,7 @@ pub(super) fn transmit(
             ack_req: qp.qpn == GSI_QPN,
             solicited: w.wr.solicited,
             ext,
+            int: None,
         };
         let mut gathered = Ok(());
         let sent = path.and_then(|p| {

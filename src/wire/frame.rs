@@ -492,6 +492,16 @@ impl<'a> Frame<'a> {
         }
     }
 
+    /// The IP header's TTL (IPv4) or hop limit (IPv6): one byte read.
+    #[inline]
+    pub fn ttl(&self) -> u8 {
+        let b = &self.bytes[self.ip_offset..];
+        match b[0] >> 4 {
+            4 => b[8],
+            _ => b[7],
+        }
+    }
+
     /// The frame's 802.1Q tag, if it has one.
     #[inline]
     pub fn vlan(&self) -> Option<VlanTag> {
@@ -710,6 +720,34 @@ pub fn seal(frame: &mut [u8], ip_offset: usize) -> Result<u32> {
     icrc::seal(ip).map_err(|_| Error::Truncated)
 }
 
+/// The ICRC field of a frame whose sender left the ICRC to its NIC
+/// ([`seal_offloaded`]): nobody computed it. A receiver that offloads the
+/// check too takes such a frame unchecked; one that does not finds it
+/// wrong (unless the real ICRC happens to be 0 as well).
+pub const OFFLOADED_ICRC: u32 = 0;
+
+/// Seals a built frame as a sender that offloads the ICRC to its NIC
+/// does: the last 4 bytes get [`OFFLOADED_ICRC`], nothing is computed.
+pub fn seal_offloaded(frame: &mut [u8]) -> Result<()> {
+    let n = frame.len().checked_sub(ICRC_LEN).ok_or(Error::Truncated)?;
+    frame[n..].copy_from_slice(&OFFLOADED_ICRC.to_le_bytes());
+    Ok(())
+}
+
+/// Gives a RoCE v2 frame whose ICRC field holds [`OFFLOADED_ICRC`] its
+/// real ICRC, as the sender's NIC would have put it on the wire (for a
+/// capture, or before a simulated fault changes its bytes). Returns
+/// whether it wrote one: frames that are not RoCE v2, malformed or carry
+/// another ICRC are left as they are. Bytes after the IP packet (an INT
+/// trailer) are not covered, as on the wire.
+pub fn complete_offloaded_icrc(frame: &mut [u8]) -> bool {
+    let (ip_offset, end) = match Frame::parse(frame) {
+        Ok(f) if f.icrc == OFFLOADED_ICRC => (f.ip_offset, f.len()),
+        _ => return false,
+    };
+    seal(&mut frame[..end], ip_offset).is_ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -752,6 +790,33 @@ mod tests {
         assert_eq!(f.pad, 3);
         assert!(f.icrc_ok());
         assert_eq!(f.len(), n);
+    }
+
+    /// A frame sealed as an offloading NIC's driver leaves it carries a
+    /// zero ICRC that fails the check; completing it writes the ICRC a full
+    /// seal gives, and leaves a frame that already has one alone.
+    #[test]
+    fn an_offloaded_frame_gets_the_icrc_a_full_seal_writes() {
+        let mut r = base(Opcode::rc(Op::RdmaWriteOnly));
+        r.ext.reth = Some(RethRepr {
+            va: 0x1000,
+            rkey: 0x77,
+            dma_len: 5,
+        });
+        let mut full = [0u8; 256];
+        let n = r.emit(b"hello", &mut full).unwrap();
+        let mut off = [0xAAu8; 256];
+        let at = r.emit_headers(5, &mut off).unwrap();
+        off[at].copy_from_slice(b"hello");
+        seal_offloaded(&mut off[..n]).unwrap();
+        let f = Frame::parse(&off[..n]).unwrap();
+        assert_eq!(f.icrc, OFFLOADED_ICRC);
+        assert!(!f.icrc_ok());
+        assert_eq!(&off[..n - ICRC_LEN], &full[..n - ICRC_LEN]);
+        assert!(complete_offloaded_icrc(&mut off[..n]));
+        assert_eq!(&off[..n], &full[..n]);
+        assert!(!complete_offloaded_icrc(&mut off[..n]), "already sealed");
+        assert!(!complete_offloaded_icrc(&mut [0u8; 10]), "not RoCE");
     }
 
     /// RoCE v2 over IPv6 with an 802.1Q tag (A17 §17.3.1.2, reference

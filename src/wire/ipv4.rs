@@ -155,6 +155,18 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
         let c = add1(add1(c, !old), new);
         set_u16(b, 10, !c);
     }
+
+    /// Sets the TTL and fixes the checksum incrementally (RFC 1624), as a
+    /// router forwarding the packet does.
+    pub fn set_ttl(&mut self, ttl: u8) {
+        let b = self.buffer.as_mut();
+        let old = u16_at(b, 8);
+        b[8] = ttl;
+        let new = u16_at(b, 8);
+        let c = !u16_at(b, 10);
+        let c = add1(add1(c, !old), new);
+        set_u16(b, 10, !c);
+    }
 }
 
 fn add1(a: u16, b: u16) -> u16 {
@@ -316,6 +328,20 @@ mod tests {
         .emit(&mut want, 100)
         .unwrap();
         assert_eq!(b, want);
+    }
+
+    #[test]
+    fn lowering_the_ttl_keeps_the_checksum_right() {
+        let mut b = [0u8; 20];
+        repr().emit(&mut b, 100).unwrap();
+        for ttl in [63u8, 1, 0, 255] {
+            let mut p = Ipv4Packet::new_checked(&mut b[..]).unwrap();
+            p.set_ttl(ttl);
+            assert!(p.checksum_ok(), "ttl {ttl}");
+            let mut want = [0u8; 20];
+            Ipv4Repr { ttl, ..repr() }.emit(&mut want, 100).unwrap();
+            assert_eq!(b, want, "ttl {ttl}");
+        }
     }
 
     #[test]

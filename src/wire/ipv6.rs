@@ -73,6 +73,10 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv6Packet<T> {
         let b = self.buffer.as_mut();
         b[1] = (b[1] & !0x30) | ecn.bits() << 4;
     }
+    /// Sets the hop limit (no checksum to fix).
+    pub fn set_hop_limit(&mut self, hop_limit: u8) {
+        self.buffer.as_mut()[7] = hop_limit;
+    }
 }
 
 /// The IPv6 header as plain values (the payload length is derived).

@@ -26,6 +26,7 @@
 //! | [`psn`] | 24-bit PSN arithmetic (IBTA §9.7.1) and the pad count |
 //! | [`icrc`] | the invariant CRC (A17 §17.3.3) |
 //! | [`frame`] | whole-frame parse / emit (A17 §17.3) |
+//! | [`int`] | ferroce's INT trailer between ferroce endpoints that both asked for it (not standard) |
 //! | [`arp`] | ARP for IPv4 over Ethernet (RFC 826) |
 //! | [`ndp`] | IPv6 Neighbor Solicitation / Advertisement (RFC 4861) |
 //! | [`mad`] | the common MAD header (IBTA §13.4.2) and whole CM MADs, the UD payload to QP1 |
@@ -43,6 +44,7 @@ pub mod ext;
 pub mod frame;
 pub mod gid;
 pub mod icrc;
+pub mod int;
 pub mod ipv4;
 pub mod ipv6;
 pub mod mad;

@@ -167,6 +167,9 @@ pub struct LinkCounters {
     /// Frames queued with CE set by the ECN marker ([`LinkConfig::ecn`]),
     /// those that arrived already CE and drew a mark included.
     pub ecn_marked: u64,
+    /// Frames that left a switch port with this port's hop pushed into
+    /// their INT trailer ([`crate::wire::int`]).
+    pub int_stamped: u64,
     /// PFC frames serialised onto this direction (by the switch port it
     /// starts from).
     pub pfc_tx: u64,

@@ -9,13 +9,18 @@
 //! event calendar, the one seeded [`Rng`], the fault model, the per-link
 //! and per-host counters, and an optional pcap capture per host. Its
 //! submodules own the routes (`route`), the eight priority queues of each
-//! egress and their scheduler (`sched`), ECN marking (`ecn`), switch
+//! egress and their scheduler (`sched`), ECN marking (`ecn`), the TTL a
+//! switch lowers (`hop`), switch
 //! buffers and PFC (`pfc`), PFC deadlock detection (`deadlock`), the
 //! event calendar and each frame's way through the fabric (`engine`), and
 //! a host as a backend (`port`). It
 //! knows frames as Ethernet bytes; it looks into one only as far as its
-//! 802.1Q tag and IP header (priority, ECN field), its UDP ports (to spread
+//! 802.1Q tag and IP header (priority, ECN field, TTL), its UDP ports (to spread
 //! flows over equal paths) or a MAC control frame's fields, never at RoCE.
+//! A switch port also stamps its hop (time, bytes sent, queue, rate) into
+//! a frame that carries ferroce's INT trailer after its IP packet
+//! ([`crate::wire::int`]), as the frame leaves, as HPCC's switches do
+//! (Li et al., SIGCOMM 2019, §3.2); frames without one are untouched.
 //!
 //! # Call order
 //!
@@ -130,6 +135,16 @@
 //!   shorter than an Ethernet header. A frame may leave by the switch port
 //!   it came in by, as a routed frame may.
 //!
+//! A switch forwards IP as a router would as far as the TTL goes: every
+//! IPv4 or IPv6 frame it forwards or floods leaves with its TTL / hop
+//! limit one lower (the IPv4 checksum follows, RFC 1624), and one that
+//! arrives with 0 or 1 is dropped ([`SwitchCounters::dropped_ttl`]; RFC
+//! 1812 §5.3.1, RFC 8200 §3), so a receiver can count the switches a
+//! packet crossed from its TTL. NDP messages keep their hop limit of
+//! 255 (RFC 4861 §7.1: the switches are one link for address
+//! resolution); RoCE v2's ICRC does not cover the TTL (reference B.7).
+//! See the `hop` submodule.
+//!
 //! [`Fabric::set_route`] overrides a switch's choice for one destination
 //! (ECMP among the ports given), until [`Fabric::clear_route`], whatever
 //! the links do meanwhile: asymmetric routes, or routes that bounce between
@@ -201,6 +216,18 @@
 //! `tx_burst`, before any fault) and receives (when it arrives, after any
 //! corruption) into a classic pcap [`pcap::Writer`], stamped with the
 //! virtual time in nanoseconds since the epoch of the capture file.
+//!
+//! # ICRC offload
+//!
+//! With [`Fabric::set_icrc_offload`], the hosts' NICs compute the RoCE v2
+//! ICRC in hardware, as a real NIC does: their drivers send frames with
+//! [`OFFLOADED_ICRC`](crate::wire::frame::OFFLOADED_ICRC) in its place
+//! (`transport::Offload`), and the fabric gives such a frame its real ICRC
+//! wherever it would show ([`crate::wire::frame::complete_offloaded_icrc`]):
+//! in a capture (sent and received frames alike), and before a
+//! corruption flips one of its bits, so that the receiver's check finds
+//! the damage. Elsewhere the field stays as sent, which nothing on the
+//! way reads (switches rewrite only fields the ICRC does not cover).
 
 #![deny(unsafe_code)]
 use std::collections::VecDeque;
@@ -217,6 +244,7 @@ use crate::wire::MacAddr;
 mod deadlock;
 mod ecn;
 mod engine;
+mod hop;
 mod link;
 mod pfc;
 #[cfg(test)]
@@ -236,7 +264,7 @@ pub use deadlock::{DeadlockHop, DeadlockReport, DEFAULT_DEADLOCK_WINDOW};
 pub use ecn::{frame_ecn, EcnField, RedConfig};
 pub use link::{serialization_time, LinkConfig, LinkCounters};
 pub use pfc::{
-    is_mac_control, pause_duration, switch_port_mac, PfcConfig, PfcFrame, SwitchConfig,
+    is_mac_control, pause_duration, switch_port_mac, DynamicPfc, PfcConfig, PfcFrame, SwitchConfig,
     ETHERTYPE_MAC_CONTROL, MAC_CONTROL_DST, OPCODE_PFC,
 };
 pub use port::SimPort;
@@ -493,6 +521,9 @@ pub struct SwitchCounters {
     pub dropped_no_route: u64,
     /// Frames shorter than an Ethernet header.
     pub dropped_runt: u64,
+    /// IP packets whose TTL (IPv4) or hop limit (IPv6) ran out here: they
+    /// arrived with 0 or 1.
+    pub dropped_ttl: u64,
     /// Frames of lossy priorities refused by a full shared buffer
     /// ([`SwitchConfig::shared_buffer`]).
     pub dropped_shared_buffer: u64,
@@ -515,13 +546,14 @@ impl fmt::Display for SwitchCounters {
         write!(
             f,
             "forwarded {}, flooded {}, dropped unknown {}, dropped without a route {}, \
-             dropped runt {}, dropped by the shared buffer {}, dropped beyond headroom {}, \
-             XOFF {}, max buffer {} B",
+             dropped runt {}, dropped with TTL expired {}, dropped by the shared buffer {}, \
+             dropped beyond headroom {}, XOFF {}, max buffer {} B",
             self.forwarded,
             self.flooded,
             self.dropped_unknown,
             self.dropped_no_route,
             self.dropped_runt,
+            self.dropped_ttl,
             self.dropped_shared_buffer,
             self.dropped_headroom,
             self.xoff_events,
@@ -554,14 +586,27 @@ impl<W: Write> CaptureSink for pcap::Writer<W> {
 struct Capture {
     sink: Box<dyn CaptureSink>,
     error: Option<PcapError>,
+    /// A copy of a frame whose offloaded ICRC is filled in.
+    scratch: Vec<u8>,
 }
 
 impl Capture {
-    fn record(&mut self, now: Instant, data: &[u8]) {
-        if self.error.is_none() {
-            if let Err(e) = self.sink.put(now.as_nanos(), data) {
-                self.error = Some(e);
-            }
+    /// Records a frame; with `icrc_offload`, one that carries an
+    /// offloaded ICRC is recorded with its real one.
+    fn record(&mut self, now: Instant, data: &[u8], icrc_offload: bool) {
+        if self.error.is_some() {
+            return;
+        }
+        let data = if icrc_offload {
+            self.scratch.clear();
+            self.scratch.extend_from_slice(data);
+            crate::wire::frame::complete_offloaded_icrc(&mut self.scratch);
+            &self.scratch[..]
+        } else {
+            data
+        };
+        if let Err(e) = self.sink.put(now.as_nanos(), data) {
+            self.error = Some(e);
         }
     }
 }
@@ -658,6 +703,8 @@ pub struct Fabric {
     /// Frame buffers the hosts are done with, for [`SimPort::alloc`]: no
     /// allocation per frame, as with an mbuf pool.
     spare: Vec<VecBuf>,
+    /// The NICs compute the ICRC ([`Fabric::set_icrc_offload`]).
+    icrc_offload: bool,
 }
 
 /// How many used frame buffers the fabric keeps for reuse.
@@ -678,7 +725,15 @@ impl Fabric {
             events_done: 0,
             spare: Vec::new(),
             woken: Vec::new(),
+            icrc_offload: false,
         }
+    }
+
+    /// Whether the hosts' NICs compute the ICRC of RoCE v2 frames their
+    /// drivers left it out of (see [ICRC offload](#icrc-offload)); off by
+    /// default.
+    pub fn set_icrc_offload(&mut self, on: bool) {
+        self.icrc_offload = on;
     }
 
     /// The virtual time.
@@ -1156,6 +1211,7 @@ impl Fabric {
         h.capture = Some(Capture {
             sink: Box::new(writer),
             error: None,
+            scratch: Vec::new(),
         });
         Ok(())
     }

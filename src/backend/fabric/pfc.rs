@@ -41,6 +41,28 @@
 //! next event: [`Fabric::next_event`] and [`Fabric::run_until_idle`] see
 //! only live timers). Hosts obey PFC and never send it.
 //!
+//! # Dynamic thresholds
+//!
+//! With [`PfcConfig::dynamic`] set, XOFF is not a fixed byte count but a
+//! share of the free shared buffer, as the HPCC simulator's switch MMU
+//! computes it (alibaba-edu/High-Precision-Congestion-Control,
+//! `simulation/src/point-to-point/model/switch-mmu.cc`,
+//! `GetPfcThreshold`, `CheckShouldPause`, `CheckShouldResume`): the
+//! threshold is T = (B - used) >> shift, α = 1/2^shift of what the shared
+//! buffer B has free (`used`: every byte the switch holds; an unbounded
+//! buffer never runs short, so T is then as large as it gets). A lossless
+//! frame that would take its (port, priority)'s bytes in the shared pool
+//! past T is taken into that pair's headroom instead; one that finds the
+//! headroom full ([`PfcConfig::headroom`]) is dropped. The port pauses its
+//! peer once its bytes in the pool reach T or anything sits in its
+//! headroom, and resumes it when its headroom is empty and its bytes in
+//! the pool are none or at most T less [`DynamicPfc::resume_offset`]. A
+//! fuller buffer so pauses at fewer bytes. [`PfcConfig::xoff`] and
+//! [`PfcConfig::xon`] are not used then. Unlike that MMU, headroom and the
+//! lossy reserve are not set aside from B beforehand: they count in
+//! `used` as they fill, and no per-port reserve precedes the pool for
+//! lossless priorities.
+//!
 //! An infinitely fast link (`rate_bps` 0) makes every pause last no time:
 //! PFC needs a finite rate. With a short pause time and a long link, the
 //! refresh can arrive after the pause lapsed, as on real links.
@@ -180,6 +202,28 @@ pub struct PfcConfig {
     pub headroom: usize,
     /// The pause time a PFC frame asks for, in 512 bit times (not 0).
     pub quanta: u16,
+    /// Thresholds that follow the free shared buffer (see the module
+    /// docs); `None`: the static `xoff` and `xon`.
+    pub dynamic: Option<DynamicPfc>,
+}
+
+/// A dynamic PFC threshold: XOFF at α = 1/2^`alpha_shift` of the free
+/// shared buffer, XON `resume_offset` bytes below it (the HPCC
+/// simulator's `pfc_a_shift` and `resume_offset`, `switch-mmu.cc`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct DynamicPfc {
+    /// α = 1/2^alpha_shift (3: 1/8, that simulator's default).
+    pub alpha_shift: u8,
+    /// How far below the threshold a port's bytes must fall to resume
+    /// (3 KiB there).
+    pub resume_offset: usize,
+}
+
+impl DynamicPfc {
+    /// The threshold with `free` bytes of the shared buffer free.
+    pub fn threshold(&self, free: usize) -> usize {
+        free.checked_shr(u32::from(self.alpha_shift)).unwrap_or(0)
+    }
 }
 
 impl PfcConfig {
@@ -197,6 +241,7 @@ impl PfcConfig {
             xon,
             headroom,
             quanta: 0xffff,
+            dynamic: None,
         };
         c.check()?;
         Ok(c)
@@ -286,6 +331,9 @@ impl SwitchConfig {
 struct PortBuffer {
     /// Bytes in the switch that came in by this port, per priority.
     ingress: [usize; PRIORITIES],
+    /// Under dynamic thresholds: bytes per priority taken into headroom
+    /// (past the threshold), part of `ingress`.
+    headroom: [usize; PRIORITIES],
     /// Priorities this port has paused its peer for (above XOFF, not yet
     /// back to XON).
     xoff: u8,
@@ -305,6 +353,11 @@ pub(super) struct SwitchBuffer {
 impl SwitchBuffer {
     fn port(&self, port: usize) -> PortBuffer {
         self.ports.get(port).copied().unwrap_or_default()
+    }
+
+    /// The dynamic threshold now: a share of what `cap` has free.
+    fn dynamic_threshold(&self, cap: Option<usize>, d: DynamicPfc) -> usize {
+        d.threshold(cap.map_or(usize::MAX, |c| c.saturating_sub(self.used)))
     }
 
     fn port_mut(&mut self, port: usize) -> &mut PortBuffer {
@@ -392,10 +445,22 @@ impl Fabric {
         let p = frame_priority(frame.data(), &sw.cfg.dscp_to_priority);
         let len = frame.len();
         let pfc = sw.cfg.pfc.filter(|c| c.lossless(p));
+        let mut to_headroom = false;
         match &pfc {
             Some(pfc) => {
-                let limit = pfc.xoff.saturating_add(pfc.headroom);
-                if sw.buffer.port(in_port).ingress[usize::from(p)] + len > limit {
+                let held = sw.buffer.port(in_port);
+                let over = match pfc.dynamic {
+                    None => {
+                        held.ingress[usize::from(p)] + len > pfc.xoff.saturating_add(pfc.headroom)
+                    }
+                    Some(d) => {
+                        let t = sw.buffer.dynamic_threshold(sw.cfg.shared_buffer, d);
+                        let hdrm = held.headroom[usize::from(p)];
+                        to_headroom = held.ingress[usize::from(p)] - hdrm + len > t;
+                        to_headroom && hdrm + len > pfc.headroom
+                    }
+                };
+                if over {
                     sw.counters.dropped_headroom += 1;
                     sw.counters.buffer_drops_by_priority[usize::from(p)] += 1;
                     return;
@@ -421,12 +486,25 @@ impl Fabric {
         let sw = &mut self.switches[switch.index()];
         sw.buffer.used += len;
         sw.counters.max_buffer_bytes = sw.counters.max_buffer_bytes.max(sw.buffer.used as u64);
+        let t = pfc
+            .and_then(|c| c.dynamic)
+            .map(|d| sw.buffer.dynamic_threshold(sw.cfg.shared_buffer, d));
         let port = sw.buffer.port_mut(in_port);
         port.ingress[usize::from(p)] += len;
+        if to_headroom {
+            port.headroom[usize::from(p)] += len;
+        }
         let Some(pfc) = pfc else {
             return;
         };
-        if port.ingress[usize::from(p)] <= pfc.xoff || port.xoff & (1 << p) != 0 {
+        let above = match t {
+            None => port.ingress[usize::from(p)] > pfc.xoff,
+            Some(t) => {
+                let hdrm = port.headroom[usize::from(p)];
+                hdrm > 0 || port.ingress[usize::from(p)] - hdrm >= t
+            }
+        };
+        if !above || port.xoff & (1 << p) != 0 {
             return;
         }
         port.xoff |= 1 << p;
@@ -443,9 +521,21 @@ impl Fabric {
         let sw = &mut self.switches[switch.index()];
         sw.buffer.used -= len;
         let xon = sw.cfg.pfc.map_or(usize::MAX, |c| c.xon);
+        let dynamic = sw.cfg.pfc.and_then(|c| c.dynamic);
+        let t = dynamic.map(|d| sw.buffer.dynamic_threshold(sw.cfg.shared_buffer, d));
         let pb = sw.buffer.port_mut(port);
         pb.ingress[usize::from(p)] -= len;
-        if pb.xoff & (1 << p) == 0 || pb.ingress[usize::from(p)] > xon {
+        let hdrm = &mut pb.headroom[usize::from(p)];
+        *hdrm -= (*hdrm).min(len);
+        let resume = match (dynamic, t) {
+            (Some(d), Some(t)) => {
+                let shared = pb.ingress[usize::from(p)] - pb.headroom[usize::from(p)];
+                pb.headroom[usize::from(p)] == 0
+                    && (shared == 0 || shared.saturating_add(d.resume_offset) <= t)
+            }
+            _ => pb.ingress[usize::from(p)] <= xon,
+        };
+        if pb.xoff & (1 << p) == 0 || !resume {
             return;
         }
         pb.xoff &= !(1 << p);

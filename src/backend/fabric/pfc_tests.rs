@@ -961,3 +961,127 @@ fn a_reserve_per_port_and_priority_lets_cnps_through_a_full_buffer() {
         "{c}"
     );
 }
+
+fn dynamic_on(p: u8, alpha_shift: u8) -> PfcConfig {
+    PfcConfig {
+        dynamic: Some(DynamicPfc {
+            alpha_shift,
+            resume_offset: 3 * 1024,
+        }),
+        ..PfcConfig::new(1 << p, 0, 0, 40_000).unwrap()
+    }
+}
+
+/// Host 0 sends 60 lossless 1000-byte frames (priority 3) to host 2, whose
+/// link runs at 10 Gb/s; when `fill`, host 1 first sends 100 lossy ones
+/// (priority 0) to host 2, which wait in the switch. Returns host 0's
+/// ingress bytes at the switch and the switch's bytes when the first
+/// pause goes out to host 0, and the frames host 2 got.
+fn first_pause(pfc: PfcConfig, fill: bool) -> (usize, usize, usize) {
+    let cfg = SwitchConfig {
+        shared_buffer: Some(200_000),
+        pfc: Some(pfc),
+        ..SwitchConfig::default()
+    };
+    let slow = LinkConfig {
+        rate_bps: R10,
+        ..LinkConfig::default()
+    };
+    let (mut fabric, sw, hosts, links) = star(cfg, 3, LinkConfig::default(), slow);
+    if fill {
+        let lossy = (0..100).map(|i| ip(3, 2, 1000, 0, Ecn::Ect0, i)).collect();
+        send(&mut fabric, hosts[1], lossy);
+        // Every lossy frame is in the switch; few have left at 10 Gb/s.
+        fabric.advance_to(t(10_000));
+    }
+    let frames = (0..60)
+        .map(|i| ip(3, 1, 1000, 26, Ecn::Ect0, 1 << 16 | i))
+        .collect();
+    send(&mut fabric, hosts[0], frames);
+    let mut at_pause = None;
+    let mut got = 0;
+    let mut out = Vec::new();
+    while let Some(at) = fabric.next_event() {
+        fabric.advance_to(at);
+        if at_pause.is_none() && fabric.link_counters(links[0].b_to_a).pfc_tx > 0 {
+            at_pause = Some((
+                fabric.ingress_bytes(sw, 0, 3),
+                fabric.switch_buffer_bytes(sw),
+            ));
+        }
+        collect(&mut fabric, hosts[2], &mut out);
+        got = out.len();
+    }
+    let c = fabric.switch_counters(sw);
+    assert_eq!((c.dropped_shared_buffer, c.dropped_headroom), (0, 0), "{c}");
+    let (ingress, used) = at_pause.expect("host 0 was paused");
+    (ingress, used, got)
+}
+
+#[test]
+fn a_dynamic_threshold_pauses_earlier_when_the_buffer_is_fuller() {
+    // α = 1/8: XOFF once host 0's bytes reach (200 KB - used) / 8.
+    let pfc = dynamic_on(3, 3);
+    let (empty, used_empty, got) = first_pause(pfc, false);
+    assert_eq!(got, 60);
+    let (full, used_full, got) = first_pause(pfc, true);
+    assert_eq!(got, 160);
+    // Each pause came at the first frame that reached the threshold of its
+    // moment: at or above it, less than a frame above.
+    for (ingress, used) in [(empty, used_empty), (full, used_full)] {
+        let t = (200_000 - used) / 8;
+        assert!(ingress >= t && ingress < t + 1000, "{ingress} {used} {t}");
+    }
+    // An empty buffer lets about 200 KB / 9 in; with ~90 KB of lossy
+    // frames waiting, about half of that.
+    assert!((21_000..=24_000).contains(&empty), "{empty}");
+    assert!(used_full > 80_000, "{used_full}");
+    assert!(full < empty * 2 / 3, "{full} vs {empty}");
+    // A static XOFF pauses at the same bytes however full the buffer is.
+    let fixed = PfcConfig::new(1 << 3, 20_000, 10_000, 40_000).unwrap();
+    let (a, _, _) = first_pause(fixed, false);
+    let (b, _, _) = first_pause(fixed, true);
+    assert_eq!(a, b);
+}
+
+#[test]
+fn a_lossless_incast_under_dynamic_thresholds_loses_nothing_and_resumes() {
+    // The incast above: 2 x 400 frames into one port, a 60 KB buffer.
+    let cfg = SwitchConfig {
+        shared_buffer: Some(60_000),
+        pfc: Some(dynamic_on(3, 1)),
+        ..SwitchConfig::default()
+    };
+    let (fabric, sw, links, got) = incast(cfg);
+    assert_eq!(got.len(), 800);
+    let c = fabric.switch_counters(sw);
+    assert_eq!((c.dropped_shared_buffer, c.dropped_headroom), (0, 0), "{c}");
+    assert!(c.xoff_events >= 2, "{c}");
+    for l in &links[..2] {
+        let down = fabric.link_counters(l.b_to_a);
+        assert!(down.pfc_tx >= 2, "{down}");
+        assert!(!fabric.egress_queue(l.a_to_b).is_class_paused(3));
+    }
+    assert_eq!(fabric.switch_buffer_bytes(sw), 0);
+    assert_eq!(fabric.next_event(), None);
+}
+
+#[test]
+fn a_dynamic_threshold_is_a_shift_of_the_free_buffer() {
+    let d = DynamicPfc {
+        alpha_shift: 3,
+        resume_offset: 0,
+    };
+    assert_eq!(d.threshold(80_000), 10_000);
+    assert_eq!(d.threshold(7), 0);
+    let all = DynamicPfc {
+        alpha_shift: 0,
+        ..d
+    };
+    assert_eq!(all.threshold(1234), 1234);
+    let past = DynamicPfc {
+        alpha_shift: 200,
+        ..d
+    };
+    assert_eq!(past.threshold(usize::MAX), 0);
+}

@@ -1079,6 +1079,53 @@ mod marking {
     }
 
     #[test]
+    fn each_switch_lowers_the_ttl_by_one_and_drops_a_frame_that_runs_out() {
+        // A - sw0 - sw1 - B: two switches, so TTL 64 arrives as 62.
+        let mut fabric = Fabric::new(7);
+        let (s0, s1) = (fabric.add_switch(), fabric.add_switch());
+        let a = fabric.add_host(mac(1));
+        let b = fabric.add_host(mac(2));
+        fabric.connect_to_switch(a, s0, slow()).unwrap();
+        fabric.connect_switches(s0, s1, slow()).unwrap();
+        fabric.connect_to_switch(b, s1, slow()).unwrap();
+        let ttl_of = |f: &[u8]| Frame::parse(f).unwrap().ip().ttl();
+        let with_ttl = |v6: bool, ttl: u8| {
+            let mut f = roce(Ecn::Ect0, v6, false, 64, 0);
+            let fr = Frame::parse(f.data()).unwrap();
+            let at = fr.ip_offset;
+            let d = f.data_mut();
+            if v6 {
+                d[at + 7] = ttl;
+            } else {
+                Ipv4Packet::new_unchecked(&mut d[at..]).set_ttl(ttl);
+            }
+            f
+        };
+        let frames = vec![
+            roce(Ecn::Ect0, false, false, 64, 0),
+            roce(Ecn::Ect0, true, true, 64, 0),
+            with_ttl(false, 2), // 1 after sw0: dropped at sw1
+            with_ttl(true, 1),  // dropped at sw0
+            with_ttl(false, 3), // arrives with 1
+        ];
+        send(&mut fabric, a, frames);
+        let got = arrived(&mut fabric, b);
+        let ttls: Vec<u8> = got.iter().map(|f| ttl_of(f)).collect();
+        assert_eq!(ttls, vec![62, 62, 1]);
+        for f in &got {
+            let fr = Frame::parse(f).unwrap();
+            assert!(fr.icrc_ok(), "the ICRC masks the TTL");
+            if let IpRepr::V4(_) = fr.ip() {
+                let ip = Ipv4Packet::new_checked(&f[fr.ip_offset..]).unwrap();
+                assert!(ip.checksum_ok());
+            }
+        }
+        let c = (fabric.switch_counters(s0), fabric.switch_counters(s1));
+        assert_eq!((c.0.dropped_ttl, c.1.dropped_ttl), (1, 1));
+        assert_eq!((c.0.forwarded, c.1.forwarded), (4, 3));
+    }
+
+    #[test]
     fn a_switch_marks_on_its_congested_egress_only() {
         // Two senders into one receiver through a switch whose ports mark
         // above 2 frames waiting: the receiver's port is the one to mark.
