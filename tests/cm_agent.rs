@@ -457,6 +457,11 @@ fn a_disconnect_from_the_passive_side_mirrors_it() {
     p.disconnected(A);
     p.a.disconnect(t0, a).unwrap();
     p.disconnected(B);
+    // The passive side waits the response time A's REQ gave (20) before
+    // it resends its DREQ: A answers that long, and a tenth.
+    let w = cm_timeout(20);
+    let tenth = Duration::from_nanos(w.as_nanos() / 10);
+    assert_eq!(p.a.answering_until(), Some(t0 + w + tenth));
     // The passive side's DREQ is a transaction of its own.
     let dreq = &p.sent(B, attr::DREQ)[0];
     let req = &p.sent(A, attr::REQ)[0];
@@ -636,9 +641,17 @@ fn a_lost_drep_is_sent_again_from_timewait() {
     let t0 = p.now;
     p.a.disconnect(t0, a).unwrap();
     p.disconnected(B);
+    assert_eq!(p.b.answering_until(), None);
     p.b.disconnect(t0, b).unwrap();
+    // B keeps answering one of A's DREQ waits (2 x packet life time + the
+    // response time, as A's REQ wait) and a tenth after its DREP.
+    let tenth = |d: Duration| d + Duration::from_nanos(d.as_nanos() / 10);
+    assert_eq!(p.b.answering_until(), Some(t0 + tenth(req_wait())));
     let (t, timed_out) = p.disconnected(A);
     assert_eq!((t, timed_out), (t0 + req_wait(), false));
+    // The DREQ's resend is inside that window, and the DREP sent again
+    // opens another.
+    assert_eq!(p.b.answering_until(), Some(t + tenth(req_wait())));
     assert_eq!(p.b.counters().rx_duplicates.get(attr::DREQ), 1);
     assert_eq!(p.b.counters().dreq_unknown, 0);
     assert_eq!(p.b.state(b), Some(CmState::TimeWait));
@@ -653,8 +666,14 @@ fn a_lost_drep_is_sent_again_from_timewait() {
     q.a.disconnect(t0, a).unwrap();
     q.disconnected(B);
     q.b.disconnect(t0, b).unwrap();
-    q.disconnected(A);
+    let (t, _) = q.disconnected(A);
     assert_eq!(q.b.counters().dreq_unknown, 1);
+    // A DREQ for a connection forgotten: its peer's wait is not known, so
+    // twice the response time our REQ gives, and a tenth.
+    assert_eq!(
+        q.b.answering_until(),
+        Some(t + tenth(cm_timeout(20).saturating_mul(2)))
+    );
     let dreps = q.sent(B, attr::DREP);
     assert_eq!(dreps[1].out.mad, dreps[0].out.mad);
 }

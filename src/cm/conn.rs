@@ -37,6 +37,10 @@ pub(crate) struct Conn {
     pub timeout: Duration,
     /// Resends of each such message.
     pub max_retries: u8,
+    /// How long the peer waits for our answer before it sends a message
+    /// again (Linux's `timeout_ms` on its side): a DREQ we answered may
+    /// come again this long after, if our DREP was lost.
+    pub peer_wait: Duration,
     /// The path's ACK timeout exponent (Linux `av.timeout`): TimeWait's
     /// length, and a part of an MRA's wait.
     pub av_timeout: u8,

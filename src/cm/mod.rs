@@ -114,7 +114,7 @@ pub use event::{CmEvent, RepInfo, ReqInfo};
 pub use params::{AcceptParams, CmConfig, ConnectParams};
 pub use timer::{cm_ack_timeout, cm_timeout};
 
-use crate::time::Instant;
+use crate::time::{Duration, Instant};
 use crate::wire::cm::private_len;
 use crate::wire::mad::{CmMad, MadError, GSI_QPN, MAD_LEN};
 use conn::Conn;
@@ -237,6 +237,8 @@ pub struct CmAgent {
     tx: VecDeque<OutMad>,
     events: VecDeque<CmEvent>,
     counters: CmCounters,
+    /// Until when a peer may send again a DREQ this agent answered.
+    answer_until: Option<Instant>,
 }
 
 /// `data` in a zeroed array of the message's private data length.
@@ -269,6 +271,7 @@ impl CmAgent {
             tx: VecDeque::new(),
             events: VecDeque::new(),
             counters: CmCounters::default(),
+            answer_until: None,
         }
     }
 
@@ -319,6 +322,9 @@ impl CmAgent {
             remote_qpn: 0,
             timeout: life.saturating_mul(2) + cm_timeout(self.cfg.response_timeout),
             max_retries: self.cfg.max_retries,
+            // The passive side waits the response time our REQ gives
+            // (Linux `cm_req_handler`).
+            peer_wait: cm_timeout(self.cfg.response_timeout),
             av_timeout: (p.packet_life_time + 1).min(31),
             retry: None,
             due: None,
@@ -402,6 +408,7 @@ impl CmAgent {
         let peer = c.peer;
         if c.state == CmState::DreqRcvd {
             let drep = c.format_drep(c.tid);
+            self.answered(now, Some(id));
             self.send(peer, &drep);
             self.enter_timewait(now, id);
             return Ok(());
@@ -426,6 +433,17 @@ impl CmAgent {
             self.events.push_back(CmEvent::Established { id });
         }
         Ok(())
+    }
+
+    /// Until when a peer may still send again a DREQ this agent answered
+    /// with a DREP, if that DREP was lost: one of the peer's waits and a
+    /// tenth after the last DREP (IBTA §12.9: a DREQ in TimeWait is answered again).
+    /// Linux's CM lives in the kernel and answers such a DREQ after its
+    /// process ended; this agent lives as long as whoever drives it, so a
+    /// tool that ends while a peer still waits on its DREQ keeps driving
+    /// the agent until then, or the peer waits out all its retries.
+    pub fn answering_until(&self) -> Option<Instant> {
+        self.answer_until
     }
 
     /// The next MAD to send, in order.
@@ -579,6 +597,18 @@ impl CmAgent {
         c.retry = None;
         let wait = self.cfg.timewait.unwrap_or(cm_timeout(c.av_timeout));
         self.arm(id, Some(now + wait));
+    }
+
+    /// A DREP goes out for connection `id` (`None`: a connection already
+    /// forgotten, whose peer's wait is taken as our own REQ's longest).
+    fn answered(&mut self, now: Instant, id: Option<ConnId>) {
+        let wait = match id.and_then(|id| self.conns.get(&id)) {
+            Some(c) => c.peer_wait,
+            None => cm_timeout(self.cfg.response_timeout).saturating_mul(2),
+        };
+        // A tenth more: the resend's way here, and the peer's timer slack.
+        let until = now + wait + Duration::from_nanos(wait.as_nanos() / 10);
+        self.answer_until = Some(self.answer_until.map_or(until, |u| u.max(until)));
     }
 
     /// Forgets connection `id` (Linux: back to idle, or out of TimeWait).

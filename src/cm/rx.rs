@@ -131,6 +131,11 @@ impl CmAgent {
             // The active side's response time; its retries (Linux).
             timeout: cm_timeout(r.local_cm_response_timeout),
             max_retries: r.max_cm_retries,
+            // The active side's own wait (Linux `ib_send_cm_req`): twice
+            // the packet life time (the ACK timeout less one) and the
+            // response time it asked of us.
+            peer_wait: cm_timeout(r.primary.local_ack_timeout.saturating_sub(1)).saturating_mul(2)
+                + cm_timeout(r.remote_cm_response_timeout),
             // Linux takes the path's life time as the REQ's ACK timeout
             // less one, and adds one back.
             av_timeout: r.primary.local_ack_timeout.max(1),
@@ -354,6 +359,7 @@ impl CmAgent {
         let Some(id) = self.lookup(r.remote_comm_id, Some(r.local_comm_id)) else {
             self.counters.rx_duplicates.bump(attr::DREQ);
             self.counters.dreq_unknown += 1;
+            self.answered(now, None);
             return self.reply(from, tid, issue_drep(tid, r));
         };
         let Some(c) = self.conns.get_mut(&id) else {
@@ -372,12 +378,14 @@ impl CmAgent {
             DreqSent => {
                 c.tid = tid;
                 let drep = c.format_drep(tid);
+                self.answered(now, Some(id));
                 self.reply(from, tid, drep);
                 self.enter_timewait(now, id);
             }
             TimeWait => {
                 let drep = c.format_drep(tid);
                 self.counters.rx_duplicates.bump(attr::DREQ);
+                self.answered(now, Some(id));
                 return self.reply(from, tid, drep);
             }
             DreqRcvd => return self.counters.rx_duplicates.bump(attr::DREQ),

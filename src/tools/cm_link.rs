@@ -60,6 +60,28 @@ pub fn wait_event<B: Backend, T>(
     }
 }
 
+/// Keeps driving `ctx` while a peer may still send again a DREQ we
+/// answered ([`Context::rdma_cm_answering_until`]: one of the peer's CM
+/// waits after our last DREP), unless `done` takes an event that shows the
+/// peer has finished first. A tool calls it before it ends: Linux's CM
+/// answers from the kernel once its process has ended, ours does not, and
+/// a peer whose DREP was lost would wait out all its resends (15 × 4.3 s
+/// with rdma_cm's values) for a DISCONNECTED event.
+pub fn answer_resent_dreqs<B: Backend>(
+    ctx: &mut Context<B>,
+    mut done: impl FnMut(&RdmaCmEvent) -> bool,
+) {
+    while let Some(until) = ctx.rdma_cm_answering_until() {
+        let left = until.saturating_since(ctx.now());
+        if left == Duration::ZERO {
+            return;
+        }
+        if ctx.rdma_get_cm_event(left).is_some_and(|e| done(&e)) {
+            return;
+        }
+    }
+}
+
 /// Connects `qp` to `addr`:`port`, trying again while nobody listens there
 /// yet (REJ "invalid service ID"), as the tools' TCP clients try again
 /// while the server does not listen; returns once it is established.
@@ -249,11 +271,19 @@ impl CmLink {
         Ok(b)
     }
 
-    /// The end: a DREQ on the control connection (perftest leaves it to
-    /// process exit, which sends one DREQ), a short wait for the answer,
+    /// The end: if we answered the peer's DREQs on the test connections,
+    /// we wait until the peer closes this connection (perftest closes it
+    /// once its test connections are down, so our DREPs came) or can no
+    /// longer resend one ([`answer_resent_dreqs`]); then a DREQ on the
+    /// control connection (perftest leaves it to process exit, which sends
+    /// one DREQ), or the DREP to the peer's, a short wait for the answer,
     /// and the resources freed.
     pub fn close<B: Backend>(self, ctx: &mut Context<B>) {
         if let Some(c) = self.conn {
+            answer_resent_dreqs(
+                ctx,
+                |e| matches!(e, RdmaCmEvent::Disconnected { conn } if *conn == c),
+            );
             let _ = ctx.rdma_disconnect(c);
             let _ = wait_event(ctx, Duration::from_millis(300), "closing", |e| {
                 matches!(e, RdmaCmEvent::Disconnected { conn } if *conn == c).then_some(())

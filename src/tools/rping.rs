@@ -374,6 +374,9 @@ fn serve<B: Backend>(
     }
     writeln!(out, "server DISCONNECT EVENT...")?;
     ctx.rdma_disconnect(conn)?;
+    // ferroce's rping client waits for our DREP (librdmacm's rping
+    // destroys its ID instead): if it was lost, answer the DREQ's resend.
+    crate::tools::cm_link::answer_resent_dreqs(ctx, |_| false);
     Ok((n, 0))
 }
 

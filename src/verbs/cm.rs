@@ -429,6 +429,14 @@ impl<B: Backend> Context<B> {
         self.cm.as_mut()?.events.pop_front()
     }
 
+    /// Until when a peer may still send again a DREQ this context answered
+    /// (its DREP lost): Linux's CM answers from the kernel after the
+    /// process ended, ours only while the context is driven. `None`: no
+    /// DREQ answered. See [`cm::CmAgent::answering_until`].
+    pub fn rdma_cm_answering_until(&self) -> Option<Instant> {
+        self.cm.as_ref()?.agent.answering_until()
+    }
+
     /// The CM agent's counters (malformed MADs, resends, REJs by reason).
     pub fn cm_counters(&self) -> Option<&cm::CmCounters> {
         self.cm.as_ref().map(|g| g.agent.counters())
@@ -484,6 +492,7 @@ impl<B: Backend> Context<B> {
                 traffic_class: 0,
                 flow_label: 0,
                 src_port: None,
+                int_telemetry: false,
             }),
             ..QpAttr::default()
         };
@@ -573,6 +582,7 @@ impl<B: Backend> Context<B> {
                             traffic_class: 0,
                             flow_label: 0,
                             src_port: None,
+                            int_telemetry: false,
                         };
                         match self.host.dev.create_ah(&av) {
                             Ok(ah) => {
