@@ -231,11 +231,15 @@ fn the_demo_in_two_processes_over_memif() {
 
 /// Each rate control runs on the DPDK datapath between two processes over
 /// net_memif, named in the `[congestion]` table of both configs; the
-/// client's `--cc-trace` holds its rate decisions. Over memif nothing
-/// marks CE, so the controllers that read ACKs show themselves reacting
-/// to what the datapath measured: TIMELY's completion events and DCTCP's
-/// windows carry RTT samples taken from the engine's clock. DCQCN, which
-/// acts only on CNPs, has nothing to decide: its run completes.
+/// client's `--cc-trace` holds its rate decisions. Over memif no switch
+/// marks CE, so the receiver takes every 20th packet as marked
+/// (`mark_ce_every`): DCQCN cuts on the CNPs, DCTCP in the windows that
+/// saw one. The controllers that read ACKs react to what the datapath
+/// measured: TIMELY's completion events, DCTCP's windows and Swift's
+/// window changes carry RTT samples taken from the engine's clock, and
+/// HPCC's updates read the INT hop the sender's own port stamped (the
+/// only hop on a memif link), both ends having asked for INT in
+/// perftest's version exchange.
 #[test]
 fn every_rate_control_runs_over_memif_and_traces_its_decisions() {
     let dir = TempDir::new();
@@ -245,11 +249,37 @@ fn every_rate_control_runs_over_memif_and_traces_its_decisions() {
         args: &["-n", "300", "-s", "65536"],
         row: " 65536      300 ",
     };
-    for cc in ["timely", "dctcp", "dcqcn-cx"] {
-        let table = format!("\n[congestion]\nrate_control = \"{cc}\"\nline_gbps = 100\n");
+    for cc in ["timely", "dctcp", "hpcc", "swift", "dcqcn-cx"] {
+        // HPCC's one hop is the sender's own port: at 1 Gb/s, which the
+        // pacer fills, it sees the link at its target and holds the rate
+        // under it.
+        let line = if cc == "hpcc" { 1 } else { 100 };
+        // Swift starts at its largest window, where growing changes
+        // nothing: it starts at 8 packets here, so that it has to grow.
+        // Its 25 µs base target is a hardware fabric's: between two
+        // processes on a shared host RTT samples reach milliseconds
+        // (1 to 12 ms seen beside a parallel build on two cores), and
+        // Swift then rightly shrinks to its floor of 0.001 packets, one
+        // packet every thousand RTTs, which stalls the run. Here the
+        // base target is 50 ms and the floor one packet, unpaced.
+        let rate_control = match cc {
+            "swift" => dir
+                .write(
+                    "swift.toml",
+                    "algorithm = \"swift\"\ninitial_cwnd = 8.0\nmin_cwnd = 1.0\n\
+                     base_target_us = 50000.0\n",
+                )
+                .display()
+                .to_string(),
+            _ => cc.to_string(),
+        };
+        let table =
+            format!("\n[congestion]\nrate_control = \"{rate_control}\"\nline_gbps = {line}\n");
+        // The receiver takes every 20th packet as CE-marked: the CNPs
+        // DCQCN (and DCTCP) react to.
         let server = dir.write(
             &format!("server-{cc}.toml"),
-            &(memif_config(&sock, "server", "198.18.0.1") + &table),
+            &(memif_config(&sock, "server", "198.18.0.1") + &table + "mark_ce_every = 20\n"),
         );
         let client = dir.write(
             &format!("client-{cc}.toml"),
@@ -277,31 +307,98 @@ fn every_rate_control_runs_over_memif_and_traces_its_decisions() {
         let mut lines = csv.lines();
         assert_eq!(
             lines.next(),
-            Some("qp,time_ns,event,rate_bps,target_bps,alpha,timer_stage,byte_stage,rtt_ns"),
+            Some(
+                "qp,time_ns,event,rate_bps,target_bps,alpha,timer_stage,byte_stage,rtt_ns,\
+                 window_bytes"
+            ),
             "{cc}"
         );
         let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
-        let with_rtt = rows
-            .iter()
-            .filter(|r| r[8].parse::<u64>().unwrap_or(0) > 0)
-            .count();
         match cc {
             // 300 x 64 KiB, each message's ACK a completion event (it
             // covers four 16 KiB segments; ACKs may cover several).
+            // (CNPs of the emulated marks are ignored: TIMELY reads delay.)
             "timely" => {
-                assert!(rows.len() >= 100, "{cc}: {} rows\n{csv}", rows.len());
-                assert!(rows.iter().all(|r| r[2].starts_with("rtt_")), "{cc}\n{csv}");
-                assert_eq!(with_rtt, rows.len(), "{cc}\n{csv}");
+                let rtt: Vec<_> = rows.iter().filter(|r| r[2] != "cnp_ignored").collect();
+                assert!(rtt.len() >= 100, "{cc}: {} rows\n{csv}", rtt.len());
+                assert!(rtt.iter().all(|r| r[2].starts_with("rtt_")), "{cc}\n{csv}");
+                assert!(rtt.iter().all(|r| r[8] != "0"), "{cc}\n{csv}");
             }
+            // Every window of one RTT (milliseconds over memif) sees a
+            // mark: the rate halves and halves again.
             "dctcp" => {
-                assert!(!rows.is_empty(), "{cc}: no window ended\n{}", cli.all());
+                let d: Vec<_> = rows.iter().filter(|r| r[2] != "cnp").collect();
+                assert!(!d.is_empty(), "{cc}: no window ended\n{}", cli.all());
+                assert!(d.iter().any(|r| r[2] == "cut"), "{cc}\n{csv}");
+                assert!(d.iter().all(|r| r[8] != "0"), "{cc}\n{csv}");
+            }
+            // Updates from the INT its own port stamped, cuts among them.
+            "hpcc" => {
+                assert!(rows.len() >= 10, "{cc}: {} rows\n{}", rows.len(), cli.all());
+                let int: Vec<_> = rows.iter().filter(|r| r[2] != "cnp_ignored").collect();
+                assert!(int.iter().all(|r| r[2].starts_with("int_")), "{cc}\n{csv}");
+                assert!(int.iter().any(|r| r[2] == "int_cut"), "{cc}\n{csv}");
+                assert!(int.iter().all(|r| r[8] != "0"), "{cc}\n{csv}");
+            }
+            // The window grows from 8 packets while the RTT is below the
+            // target (and shrinks if a sample is above it).
+            // (CNPs of the emulated marks are ignored: Swift reads delay.)
+            "swift" => {
+                let rows: Vec<_> = rows.iter().filter(|r| r[2] != "cnp_ignored").collect();
+                assert!(!rows.is_empty(), "{cc}: no decision\n{}", cli.all());
                 assert!(
-                    rows.iter().all(|r| r[2] == "additive_increase"),
+                    rows.iter().any(|r| r[2] == "window_increase"),
                     "{cc}\n{csv}"
                 );
-                assert_eq!(with_rtt, rows.len(), "{cc}\n{csv}");
+                assert!(
+                    rows.iter().all(|r| r[2].starts_with("window_")),
+                    "{cc}\n{csv}"
+                );
+                assert!(rows.iter().all(|r| r[8] != "0"), "{cc}\n{csv}");
+                assert!(
+                    rows.iter().all(|r| r[9].parse::<u64>().unwrap_or(0) > 0),
+                    "{cc}: every row has a window\n{csv}"
+                );
             }
-            _ => assert!(rows.is_empty(), "{cc}: no CNP, no decision\n{csv}"),
+            // DCQCN acts on the CNPs of the emulated marks only.
+            _ => {
+                assert!(rows.iter().any(|r| r[2] == "cnp"), "{cc}\n{csv}");
+                assert!(rows.iter().any(|r| r[2] == "cut"), "{cc}\n{csv}");
+            }
         }
     }
+    // HPCC toward a peer that did not ask for INT (it runs DCTCP): both
+    // ends refuse, each saying why, and no INT trailer is ever sent.
+    let table = |cc: &str| format!("\n[congestion]\nrate_control = \"{cc}\"\nline_gbps = 1\n");
+    let server = dir.write(
+        "server-mixed.toml",
+        &(memif_config(&sock, "server", "198.18.0.1") + &table("dctcp")),
+    );
+    let client = dir.write(
+        "client-mixed.toml",
+        &(memif_config(&sock, "client", "198.18.0.2") + &table("hpcc")),
+    );
+    let mut s = Command::new(ferroce());
+    s.args(tool_args(&case, &server, "m", "0"));
+    let mut srv = spawn(&mut s, Duration::from_secs(60));
+    let tcp = srv
+        .wait_for("listening on TCP port ", Duration::from_secs(30))
+        .unwrap_or_else(|e| panic!("mixed: server: {e}"));
+    let mut k = Command::new(ferroce());
+    k.args(tool_args(&case, &client, "m", &tcp))
+        .arg("127.0.0.1");
+    let cli = spawn(&mut k, Duration::from_secs(60)).wait();
+    let srv = srv.wait();
+    assert!(!cli.ok() && !srv.ok(), "{}\n{}", cli.all(), srv.all());
+    assert!(
+        cli.all()
+            .contains("needs INT telemetry and the peer did not ask for it"),
+        "{}",
+        cli.all()
+    );
+    assert!(
+        srv.all().contains("the peer asked for INT telemetry"),
+        "{}",
+        srv.all()
+    );
 }

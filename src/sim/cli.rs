@@ -6,7 +6,9 @@
 //! on stderr, and says whether the run passed (false: exit 1).
 
 use super::incast::{self, IncastConfig};
-use super::lab::experiment::{run_file, LabOptions};
+use super::lab::experiment::{run_plan, LabOptions};
+use super::lab::merge::list_runs;
+use super::lab::plan::LabPlan;
 pub use super::soak::Side;
 use super::soak::{self, SimConfig, SimRun, Totals};
 use crate::backend::fabric::LinkConfig;
@@ -39,8 +41,8 @@ pub struct SimOpts {
     /// 20ms; default 20ms).
     #[arg(long, requires = "incast")]
     pub duration: Option<String>,
-    /// Incast: the senders' rate control: dcqcn-cx, dcqcn-paper, timely, dctcp or
-    /// none, or a .toml parameter file (default dcqcn-cx). The CNP
+    /// Incast: the senders' rate control: dcqcn-cx, dcqcn-paper, timely, dctcp,
+    /// hpcc, swift or none, or a .toml parameter file (default dcqcn-cx). The CNP
     /// interval follows: 50us for dcqcn-paper, 4us otherwise.
     #[arg(long, requires = "incast")]
     pub cc: Option<String>,
@@ -324,11 +326,19 @@ fn incast_run(a: &SimOpts, n: usize) -> Result<bool> {
     Ok(r.completion_errors == 0 && r.drained)
 }
 
-/// `ferroce lab`: runs an experiment file and prints its summary, the runs
-/// that stopped early and where the results are; a run that stopped early
-/// is a result, so this is Ok(true) unless the file cannot run.
+/// `ferroce lab`: runs an experiment file (or, with `--only`, some of its
+/// runs; with `--merge`, none: their parts are put together) and prints
+/// its summary, the runs that stopped early, the wall-clock figures and
+/// where the results are; a run that stopped early is a result, so this
+/// is Ok(true) unless the file cannot run. With `--list-runs`, prints the
+/// run names only.
 pub fn lab(file: &Path, opts: &LabOptions) -> Result<bool> {
-    let report = run_file(file, opts)?;
+    let plan = LabPlan::load(file)?;
+    if opts.list_runs {
+        print!("{}", list_runs(&plan));
+        return Ok(true);
+    }
+    let report = run_plan(&plan, opts)?;
     println!("{}", report.name);
     print!("{}", report.table);
     for w in &report.plot_warnings {
@@ -343,6 +353,8 @@ pub fn lab(file: &Path, opts: &LabOptions) -> Result<bool> {
             _ => {}
         }
     }
-    println!("results in {}", opts.out.display());
+    println!();
+    print!("{}", report.timing);
+    println!("results in {}", opts.out_dir().display());
     Ok(true)
 }

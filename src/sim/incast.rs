@@ -807,6 +807,9 @@ impl<'a> Run<'a> {
             mtu: Mtu::from_bytes(cfg.mtu).ok_or(IncastError::BadMtu(cfg.mtu))?,
             timeout: cfg.timeout_or_auto(),
             retry_cnt: cfg.retry_cnt,
+            // Both ends are ferroce: a rate control that needs INT (HPCC)
+            // has both agree to it.
+            int_telemetry: cfg.cc.needs_int(),
             ..ConnectParams::default()
         };
         let mut flows = Vec::new();
@@ -1208,11 +1211,15 @@ mod tests {
         let e = parse_cc("/nonexistent/dcqcn.toml").unwrap_err();
         assert!(e.to_string().contains("nonexistent"), "{e}");
         let e = parse_cc("cubic").unwrap_err();
+        let e = e.to_string();
         assert!(
-            e.to_string()
-                .contains("\"cubic\" is not an algorithm (expected one of none, dcqcn-cx, dcqcn-paper, timely, dctcp or a .toml file)"),
+            e.contains("\"cubic\" is not an algorithm (expected one of none, "),
             "{e}"
         );
+        assert!(e.ends_with(" or a .toml file)"), "{e}");
+        for n in CcConfig::NAMES {
+            assert!(e.contains(n), "{e}");
+        }
         assert_eq!(
             default_cnp_interval(&CcConfig::None),
             Duration::from_micros(4)

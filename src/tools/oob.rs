@@ -295,6 +295,34 @@ pub mod perftest {
         fixed(v)
     }
 
+    /// ferroce's capabilities, in the version message's bytes after its
+    /// NUL (perftest reads the version with `atof` and fills those bytes
+    /// with zeros, so it never sees them): a marker and a bit set. A peer
+    /// whose message lacks the marker is not ferroce and has asked for
+    /// nothing.
+    pub const CAPS_MARKER: [u8; 3] = [0xF5, b'f', b'r'];
+    /// Capability: INT telemetry on the test QPs (`crate::wire::int`),
+    /// asked by a rate control that needs it.
+    pub const CAP_INT: u8 = 1;
+
+    /// The version message with ferroce's capabilities `caps` in its last
+    /// four bytes.
+    pub fn version_with_caps(v: &str, caps: u8) -> [u8; VERSION_LEN] {
+        let mut b: [u8; VERSION_LEN] = fixed(v);
+        if v.len() < VERSION_LEN - 4 {
+            b[VERSION_LEN - 4..VERSION_LEN - 1].copy_from_slice(&CAPS_MARKER);
+            b[VERSION_LEN - 1] = caps;
+        }
+        b
+    }
+
+    /// The capabilities of a ferroce peer's version message; `None` from
+    /// any other peer.
+    pub fn parse_caps(msg: &[u8]) -> Option<u8> {
+        let tail = msg.get(VERSION_LEN - 4..VERSION_LEN)?;
+        (tail[..3] == CAPS_MARKER).then_some(tail[3])
+    }
+
     /// The peer's version, as perftest reads it (`atof`).
     pub fn parse_version(msg: &[u8]) -> Result<f64, OobError> {
         text(msg, VERSION_LEN)?
@@ -378,6 +406,22 @@ mod tests {
         bad[5] = b'g';
         assert!(pingpong::Dest::parse(&bad).is_err());
         assert!(pingpong::Dest::parse(&[b'a'; 52]).is_err());
+    }
+
+    /// ferroce's capabilities ride after the version's NUL: perftest reads
+    /// the same version from the message, and a perftest message (zeros
+    /// there) has none.
+    #[test]
+    fn capabilities_ride_where_perftest_does_not_read() {
+        let perftest_msg = unhex("362e3036000000000000000000000000");
+        assert_eq!(perftest::parse_caps(&perftest_msg), None);
+        let m = perftest::version_with_caps(perftest::VERSION, perftest::CAP_INT);
+        assert_eq!(perftest::parse_version(&m).unwrap(), 6.06);
+        assert_eq!(m[..5], perftest_msg[..5]);
+        assert_eq!(perftest::parse_caps(&m), Some(perftest::CAP_INT));
+        let none = perftest::version_with_caps(perftest::VERSION, 0);
+        assert_eq!(perftest::parse_caps(&none), Some(0));
+        assert_eq!(perftest::parse_caps(&m[..8]), None);
     }
 
     /// Frames 4, 8, 10, 12 and 14 of tests/vectors/ib_send_bw.pcap: the

@@ -385,6 +385,7 @@ fn ud_connect<B: Backend>(
         traffic_class: 0,
         flow_label: 0,
         src_port: None,
+        int_telemetry: false,
     };
     ctx.create_ah(&av).context("creating the address handle")
 }

@@ -53,6 +53,9 @@ pub struct Agreed {
     pub cache_line: u32,
     /// min(ours, theirs): the `ibv_mtu` value, 1..5.
     pub mtu: u8,
+    /// Both ends asked for INT telemetry on the test QPs (both are ferroce
+    /// and run a rate control that needs it).
+    pub int: bool,
 }
 
 /// The setup every tool starts with: versions, system data, MTU
@@ -63,9 +66,24 @@ pub fn setup<B: Backend>(
     cycle_buffer: u32,
     cache_line: u32,
     mtu: u8,
+    want_int: bool,
 ) -> Result<Agreed> {
-    let v = ch.exchange(ctx, &pt::version(pt::VERSION))?;
+    let caps = if want_int { pt::CAP_INT } else { 0 };
+    let v = ch.exchange(ctx, &pt::version_with_caps(pt::VERSION, caps))?;
     let peer_version = pt::parse_version(&v).context("the peer's version")?;
+    let peer_int = pt::parse_caps(&v).is_some_and(|c| c & pt::CAP_INT != 0);
+    match (want_int, peer_int) {
+        (true, false) => bail!(
+            "this end's rate control needs INT telemetry and the peer did not ask for it (it is \
+             not ferroce, or runs another rate control): INT is sent only to a ferroce peer \
+             that asked for it; run the same rate control on both ends"
+        ),
+        (false, true) => bail!(
+            "the peer asked for INT telemetry (its rate control needs it) and this end runs a \
+             rate control without it: run the same rate control on both ends"
+        ),
+        _ => {}
+    }
     if peer_version < 5.70 {
         bail!("the peer's perftest version {peer_version} is older than 5.70, which this exchange needs");
     }
@@ -83,5 +101,6 @@ pub fn setup<B: Backend>(
         cycle_buffer: cycle_buffer.max(cyc.max(0) as u32),
         cache_line: cache_line.max(cl.max(0) as u32),
         mtu: mtu.min(m),
+        int: want_int && peer_int,
     })
 }

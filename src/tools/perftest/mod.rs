@@ -579,7 +579,14 @@ pub fn run<B: Backend>(
             Channel::cm_connect(ctx, *ip, opts.tcp_port, opts.gid_index, limit)?
         }
     };
-    let a = channel::setup(&mut ch, ctx, PAGE, CACHE_LINE, want as u8)?;
+    let want_int = ctx.device().config().congestion.rp.needs_int();
+    if want_int && opts.rdma_cm {
+        bail!(
+            "INT telemetry (which this end's rate control needs) is not carried on connections \
+             made by RDMA-CM (-R): use the TCP exchange"
+        );
+    }
+    let a = channel::setup(&mut ch, ctx, PAGE, CACHE_LINE, want as u8, want_int)?;
     let mtu = Mtu::ALL[(a.mtu.clamp(1, 5) - 1) as usize];
     let mut s = Setup::create(ctx, p, a, server, opts.gid_index)?;
     let out_reads = out_reads(ctx, &p);
@@ -792,6 +799,7 @@ fn connect<B: Backend>(ctx: &mut Context<B>, s: &Setup, mtu: Mtu) -> Result<()> 
         max_rd_atomic: 1,
         access: s.p.access(),
         sgid_index: s.gid_index,
+        int_telemetry: s.a.int,
         ..ConnectParams::default()
     };
     let max = ctx.device().config().max_qp_rd_atom;

@@ -131,6 +131,9 @@ pub fn on_port<W: OnContext>(
         .congestion
         .resolve(link.speed_mbps)
         .map_err(anyhow::Error::msg)?;
+    // No switch between two DPDK ports stamps ferroce's INT: the sender's
+    // own egress is the hop a rate control reading INT sees.
+    cc.congestion.int_host_hop = true;
     let q = dp.queue(name)?;
     let (out, frames) = match pcap {
         None => {
