@@ -7,6 +7,7 @@
 //! whether ferroce's resends waited for the ACK timeout with rxe silent.
 
 use crate::matrix::{Cell, Role, Tool, Variant};
+use ferroce::wire::ext::AckSyndrome;
 use ferroce::wire::opcode::{Class, Position};
 use ferroce::wire::{Frame, Psn};
 use std::net::IpAddr;
@@ -20,6 +21,9 @@ struct Pkt {
     class: Class,
     position: Position,
     psn: Psn,
+    /// An ACKNOWLEDGE that is a NAK or an RNR NAK: it acknowledges only
+    /// the PSNs before its own (IBTA §9.7.5.2; the completer does the same).
+    nak: bool,
     dest_qp: u32,
     /// The DETH's Q_Key (UD).
     qkey: Option<u32>,
@@ -42,6 +46,10 @@ fn read(pcap: &Path, ferroce_ip: IpAddr) -> Result<Vec<Pkt>, String> {
             class: f.info.class,
             position: f.info.position,
             psn: bth.psn,
+            nak: f
+                .ext()
+                .aeth
+                .is_some_and(|a| !matches!(a.syndrome, AckSyndrome::Ack { .. })),
             dest_qp: bth.dest_qp,
             qkey: f.ext().deth.map(|d| d.qkey),
             payload: f.payload.to_vec(),
@@ -434,10 +442,19 @@ fn check_rping_bytes(size: usize, pkts: &[Pkt], lossy: bool) -> Result<(), Strin
 /// after its first sending with nothing from rxe acknowledging it in
 /// between: what a stalled guest looks like. A resend sooner, or after
 /// an acknowledgement covering it, is ferroce's fault. `Err` says which.
+///
+/// Go-back-N resends from the oldest unacknowledged request onwards
+/// (IBTA §9.7.5.1): only the head of such a run of resends waited the
+/// full timeout; the requests after it in the run were first sent later
+/// and go again with it. A resend that follows the resend of the PSN
+/// just before it, on the same QP with no other request of ferroce's in
+/// between, belongs to the run and is timed by its head.
 pub fn resends_waited(pcap: &Path, ferroce_ip: IpAddr, timeout_ns: u64) -> Result<usize, String> {
     let pkts = read(pcap, ferroce_ip)?;
     let mut first: std::collections::HashMap<(u32, u32), u64> = Default::default();
     let mut resends = 0;
+    // The last request ferroce sent: (QP, PSN, whether it was a resend).
+    let mut last: Option<(u32, Psn, bool)> = None;
     for (i, p) in pkts.iter().enumerate() {
         if !p.from_ferroce
             || !matches!(
@@ -448,12 +465,15 @@ pub fn resends_waited(pcap: &Path, ferroce_ip: IpAddr, timeout_ns: u64) -> Resul
             continue;
         }
         let key = (p.dest_qp, p.psn.value());
+        let prev = last.replace((p.dest_qp, p.psn, first.contains_key(&key)));
         let Some(&t0) = first.get(&key) else {
             first.insert(key, p.ts_ns);
             continue;
         };
         resends += 1;
-        if p.ts_ns.saturating_sub(t0) < timeout_ns * 9 / 10 {
+        let in_run = prev
+            .is_some_and(|(qp, psn, resent)| resent && qp == p.dest_qp && psn.diff(p.psn) == -1);
+        if !in_run && p.ts_ns.saturating_sub(t0) < timeout_ns * 9 / 10 {
             return Err(format!(
                 "ferroce sent PSN {} again {:.1} ms after the first time, before its {:.1} ms ACK timeout",
                 p.psn,
@@ -465,7 +485,11 @@ pub fn resends_waited(pcap: &Path, ferroce_ip: IpAddr, timeout_ns: u64) -> Resul
             !a.from_ferroce
                 && a.ts_ns > t0
                 && matches!(a.class, Class::Ack | Class::ReadResponse | Class::AtomicAck)
-                && !a.psn.before(p.psn)
+                && if a.nak {
+                    p.psn.before(a.psn)
+                } else {
+                    !a.psn.before(p.psn)
+                }
         });
         if acked {
             return Err(format!(

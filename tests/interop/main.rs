@@ -582,15 +582,17 @@ fn run_one(
         Duration::from_secs(5)
     });
     let capture_dropped = capture.finish();
+    // Saved before any check, so that a failure leaves the peer's side too.
+    fs::write(dir.join("peer.out"), &peer.log).map_err(|e| fail("setup", e.to_string()))?;
     let drops = lab.drops().map_err(|e| fail("loss rule", e))?;
     let cm_drops = lab.cm_drops().map_err(|e| fail("loss rule", e))?;
-    if cell.cm_drop().is_some() && cm_drops != 1 {
+    // (ferroce's own failure, if any, says more and comes first.)
+    if ours.is_ok() && cell.cm_drop().is_some() && cm_drops != 1 {
         return Err(fail(
             "loss",
             format!("the CM MAD to drop was dropped {cm_drops} times, not once"),
         ));
     }
-    fs::write(dir.join("peer.out"), &peer.log).map_err(|e| fail("setup", e.to_string()))?;
     // A failure of ferroce's says what the peer and the capture saw too:
     // the run's files stay on the machine that ran it.
     let ours = ours.map_err(|mut f| {

@@ -285,14 +285,26 @@ impl Cell {
     }
 
     /// The CM MAD a loss cell of an RDMA-CM tool drops first, of those
-    /// ferroce sends: its REQ as the client, its REP as the server; so
-    /// ferroce's CM must send it again.
+    /// ferroce sends, so that ferroce's CM must send it again: a message
+    /// of the disconnect where the order of the teardown is fixed (the
+    /// DREQ of rping's client; the DREP of send-bw's server to the DREQ
+    /// of perftest's client, which goes again only if ferroce is still
+    /// there to answer the DREQ's resend, seconds later), otherwise its
+    /// REQ as the client, its REP as the server.
     pub fn cm_drop(&self) -> Option<u16> {
-        match (self.uses_rdma_cm() && self.loss.is_some(), self.role) {
-            (false, _) => None,
-            (true, Role::FerroceClient) => Some(0x0010),
-            (true, Role::FerroceServer) => Some(0x0013),
+        const REQ: u16 = 0x0010;
+        const REP: u16 = 0x0013;
+        const DREQ: u16 = 0x0015;
+        const DREP: u16 = 0x0016;
+        if !self.uses_rdma_cm() || self.loss.is_none() {
+            return None;
         }
+        Some(match (self.tool, self.role) {
+            (Tool::Rping, Role::FerroceClient) => DREQ,
+            (Tool::SendBw, Role::FerroceServer) => DREP,
+            (_, Role::FerroceClient) => REQ,
+            (_, Role::FerroceServer) => REP,
+        })
     }
 
     /// A cell at a path MTU the main columns leave out.
