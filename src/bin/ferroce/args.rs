@@ -109,7 +109,10 @@ pub enum Cmd {
     /// sweep), each into a folder of CSV time series and PNG plots, then a
     /// summary table (printed, and saved as text, CSV and JSON). A run
     /// that stops early (a PFC deadlock, the drain limit) is a result: it
-    /// is reported, and the command still exits 0.
+    /// is reported, and the command still exits 0. Runs go on --jobs
+    /// threads; across machines, --list-runs names them, --only RUN runs
+    /// one into its folder, and --merge PART_DIR... writes the results
+    /// folder from such parts (see docs/lab.md).
     Lab {
         /// The experiment (see configs/lab/).
         file: PathBuf,

@@ -27,13 +27,21 @@
 //! rate_sample_us = 10            # per-flow rate / goodput sampling
 //!
 //! [topology]
-//! kind = "incast"                # incast | dumbbell | leaf-spine | custom; required
+//! kind = "incast"                # incast | dumbbell | leaf-spine | custom | fat-tree | hpcc
 //! senders = 16                   # incast: hosts "recv" and "s0".."s15" on switch "sw"
 //! # pairs = 4                    # dumbbell: "L0".."L3" on switch "left", "R0".."R3" on
 //! #                              #   "right", one fabric link left <-> right
 //! # leaves = 4                   # leaf-spine: switches "leaf0".., "spine0"..; hosts
 //! # spines = 2                   #   "h<leaf>-<i>"; every leaf linked to every spine
 //! # hosts_per_leaf = 8
+//! # k = 4                        # fat-tree: a k-ary fat tree (k even), or the five keys
+//! # pods = 5                     #   below; switches "tor0".., "agg0".., "core0"..; hosts
+//! # tors_per_pod = 4             #   "h0".. ToR by ToR; groups "tor<N>", "pod<P>"; each ToR
+//! # aggs_per_pod = 4             #   linked to its pod's aggs, agg j of each pod to cores
+//! # cores = 16                   #   j*c..(j+1)*c-1, c = cores / aggs_per_pod (the HPCC
+//! # hosts_per_tor = 16           #   paper's 320 hosts: these five values)
+//! # file = "topology.txt"        # hpcc: the HPCC simulator's topology file (relative to
+//! #                              #   this file's folder); nodes "n<id>", a group per switch
 //! # switches = ["s0", "s1"]      # custom: switches, hosts and links as given; a host
 //! # hosts = [{ name = "h0", switch = "s0" }]  # or link may set its own rate_gbps
 //! # links = [{ a = "s0", b = "s1", rate_gbps = 40 }]  # and delay_us
@@ -54,16 +62,22 @@
 //! kmax_kb = 1600                 # absent: 1600 KB x host link rate / 100 Gb/s
 //! pmax = 1.0
 //! at_dequeue = true
+//! scale_per_25g = false          # true: kmin_kb / kmax_kb are per 25 Gb/s of each
+//! #                              #   egress port's rate (absent: 12.5 / 400 KB per 25 Gb/s)
 //! [switch.pfc]                   # absent or enabled = false: lossy
 //! enabled = true
 //! priorities = [3]
-//! xoff_kb = 400
-//! xon_kb = 350
+//! threshold = "static"           # "static": xoff_kb / xon_kb; "dynamic": XOFF at
+//! #                              #   alpha x the free shared buffer (needs buffer_kb)
+//! xoff_kb = 400                  # static only
+//! xon_kb = 350                   # static only
+//! alpha = 0.125                  # dynamic only: 1/2^k, k in 0..=16
+//! resume_offset_kb = 3.072       # dynamic only: XON this far below the threshold
 //! headroom_kb = 100
 //! quanta = 65535                 # pause time sent with XOFF, 512-bit times
 //!
 //! [transport]
-//! cc = "dcqcn-cx"                # dcqcn-cx | dcqcn-paper | timely | dctcp | none | a .toml file
+//! cc = "dcqcn-cx"                # any of ferroce::cc::CcConfig::NAMES, or a .toml file
 //! ecn = true                     # send ECN-capable
 //! traffic_class = 106            # DSCP 26, ECT(0)
 //! priority = 3                   # 802.1p priority of data
@@ -73,8 +87,13 @@
 //! window = 8                     # WRITEs outstanding per flow
 //! timeout = 14                   # ACK timeout exponent (4.096 us x 2^timeout)
 //! retry_cnt = 7
+//! icrc_offload = true            # the NICs' ICRC: neither computed nor checked; frames
+//! #                              #   written to a pcap get their real one
+//! place_writes = false           # WRITE payloads checked, not copied into their region
+//! #                              #   (`ferroce lab --full-checks` turns on both checks)
 //!
-//! [[workload]]                   # one or more; see `workload` for each kind
+//! [[workload]]                   # one or more; see `workload` for each kind: long, incast,
+//! #                              #   all-to-all, allreduce, cdf, flow-file, poisson-incast
 //! kind = "long"
 //! from = ["s0", "s1"]
 //! to = "recv"
@@ -100,6 +119,11 @@
 //! [output]
 //! plots = true
 //! queues = "bottleneck"          # "bottleneck", "all", or ["switch:port", ...]
+//! # fct_tags = ["cdf"]           # absent: every flow; the flows of the HPCC-style
+//! #                              #   FCT table (`fct-hpcc.csv`), by workload tag
+//! fct_bin_pct = 5                # that table's bins: this % of the flows each
+//! throughput_flows = 1000        # per-flow throughput series: at most this many flows
+//! # throughput_tags = ["long"]   # absent: flows of any tag
 //! ```
 //!
 //! # Variants and sweeps
@@ -136,10 +160,15 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+mod fattree;
+mod hpcc_files;
 #[cfg(test)]
 mod tests;
 mod topology;
 
+pub use hpcc_files::{
+    load_flow_list, parse_flow_list, HpccFlow, HpccLink, HpccTopology, LineError, MAX_HPCC_FILE,
+};
 pub use topology::{
     HostSpec, LinkSpec, NextHop, PathSpec, Peer, SwitchLinkSpec, SwitchSpec, TopologySpec,
 };
@@ -388,6 +417,12 @@ pub enum TopologyKind {
     LeafSpine,
     /// Switches, hosts and links as listed.
     Custom,
+    /// A three-tier fat tree: pods of ToR and aggregation switches under
+    /// core switches (`k`, or `pods`, `tors_per_pod`, `aggs_per_pod`,
+    /// `cores`, `hosts_per_tor`).
+    FatTree,
+    /// A topology file of the HPCC ns-3 simulator (`file`).
+    Hpcc,
 }
 
 impl TopologyKind {
@@ -398,6 +433,8 @@ impl TopologyKind {
             TopologyKind::Dumbbell => "dumbbell",
             TopologyKind::LeafSpine => "leaf-spine",
             TopologyKind::Custom => "custom",
+            TopologyKind::FatTree => "fat-tree",
+            TopologyKind::Hpcc => "hpcc",
         }
     }
 }
@@ -453,6 +490,24 @@ pub struct TopologyConfig {
     pub hosts: Option<Vec<CustomHost>>,
     /// `links`: custom only (default none): the switch-to-switch links.
     pub links: Option<Vec<CustomLink>>,
+    /// `k`: fat-tree only: shorthand for a k-ary fat tree (k even: k pods
+    /// of k/2 ToRs and k/2 aggregation switches, (k/2)^2 cores, k/2 hosts
+    /// per ToR); instead of the five keys below.
+    pub k: Option<usize>,
+    /// `pods`: fat-tree only (without `k`): the number of pods.
+    pub pods: Option<usize>,
+    /// `tors_per_pod`: fat-tree only (without `k`): edge (ToR) switches per pod.
+    pub tors_per_pod: Option<usize>,
+    /// `aggs_per_pod`: fat-tree only (without `k`): aggregation switches per pod.
+    pub aggs_per_pod: Option<usize>,
+    /// `cores`: fat-tree only (without `k`): core switches, a multiple of
+    /// `aggs_per_pod`.
+    pub cores: Option<usize>,
+    /// `hosts_per_tor`: fat-tree only (without `k`): the hosts on each ToR.
+    pub hosts_per_tor: Option<usize>,
+    /// `file`: hpcc only (required there): the HPCC simulator's topology
+    /// file, relative to the experiment's folder.
+    pub file: Option<String>,
     /// Extra groups of hosts (any kind): name -> hosts or groups the
     /// topology defines.
     #[serde(default)]
@@ -547,6 +602,9 @@ pub struct EcnConfig {
     /// `at_dequeue` (default true): decide as a frame leaves the queue rather than as it
     /// arrives.
     pub at_dequeue: bool,
+    /// `scale_per_25g` (default false): `kmin_kb` and `kmax_kb` are per 25 Gb/s of each
+    /// egress port's rate, as the HPCC simulator's `KMIN_MAP` / `KMAX_MAP` scale them.
+    pub scale_per_25g: bool,
 }
 
 impl Default for EcnConfig {
@@ -557,6 +615,7 @@ impl Default for EcnConfig {
             kmax_kb: None,
             pmax: 1.0,
             at_dequeue: true,
+            scale_per_25g: false,
         }
     }
 }
@@ -577,6 +636,25 @@ pub struct PfcConfig {
     pub headroom_kb: f64,
     /// The pause time of XOFF, in quanta of 512 bit times (1..=65535).
     pub quanta: u32,
+    /// `threshold` (default `"static"`): fixed `xoff_kb` / `xon_kb`, or `"dynamic"`.
+    pub threshold: PfcThreshold,
+    /// `alpha` (default 0.125): dynamic XOFF at this share of the free shared buffer; a
+    /// power of two, 1 to 1/65536.
+    pub alpha: f64,
+    /// `resume_offset_kb` (default 3.072, 3 KiB): dynamic XON this far below the threshold.
+    pub resume_offset_kb: f64,
+}
+
+/// `switch.pfc.threshold`: how XOFF and XON are set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PfcThreshold {
+    /// `static`: at `xoff_kb`, resuming at `xon_kb`.
+    #[default]
+    Static,
+    /// `dynamic`: at `alpha` of the free shared buffer, resuming
+    /// `resume_offset_kb` below it.
+    Dynamic,
 }
 
 impl Default for PfcConfig {
@@ -588,6 +666,9 @@ impl Default for PfcConfig {
             xon_kb: 350.0,
             headroom_kb: 100.0,
             quanta: 65535,
+            threshold: PfcThreshold::Static,
+            alpha: 0.125,
+            resume_offset_kb: 3.072,
         }
     }
 }
@@ -622,6 +703,14 @@ pub struct TransportConfig {
     /// `retry_cnt` (default 7): retries after an ACK timeout or a PSN sequence error NAK
     /// before the WRITE fails with `RetryExcErr` (0..=7).
     pub retry_cnt: u8,
+    /// `icrc_offload` (default true): the ICRC is left to the NICs, as hardware computes and
+    /// checks it: not computed by senders nor checked by receivers
+    /// (`crate::transport::Offload::icrc`).
+    pub icrc_offload: bool,
+    /// `place_writes` (default false): WRITE payloads are copied into their target regions;
+    /// false: checked but not copied, as nothing in the lab reads them
+    /// (`crate::transport::Offload::discard_write_payloads`).
+    pub place_writes: bool,
 }
 
 impl Default for TransportConfig {
@@ -637,6 +726,8 @@ impl Default for TransportConfig {
             window: 8,
             timeout: 14,
             retry_cnt: 7,
+            icrc_offload: true,
+            place_writes: false,
         }
     }
 }
@@ -656,6 +747,11 @@ pub enum WorkloadKind {
     Allreduce,
     /// `cdf`: Poisson arrivals at a load, sizes drawn from a CDF file.
     Cdf,
+    /// `flow-file`: the flows of a flow-list file of the HPCC simulator.
+    FlowFile,
+    /// `poisson-incast`: incasts of `fan_in` senders to one receiver,
+    /// arriving as a Poisson process at a load.
+    PoissonIncast,
 }
 
 impl WorkloadKind {
@@ -667,6 +763,8 @@ impl WorkloadKind {
             WorkloadKind::AllToAll => "all-to-all",
             WorkloadKind::Allreduce => "allreduce",
             WorkloadKind::Cdf => "cdf",
+            WorkloadKind::FlowFile => "flow-file",
+            WorkloadKind::PoissonIncast => "poisson-incast",
         }
     }
 }
@@ -697,18 +795,26 @@ pub struct WorkloadConfig {
     /// `stop_us`: long and cdf: when they stop, microseconds (default: the end of the posting
     /// phase).
     pub stop_us: Option<f64>,
-    /// `repeat_us`: incast: the period of its repetitions, microseconds (absent: once).
+    /// `repeat_us`: incast: the period of its repetitions, microseconds (absent: once);
+    /// allreduce: the least time between the starts of its repetitions (absent: back to back).
     pub repeat_us: Option<f64>,
-    /// `count`: incast: the most repetitions (default: as many as start within the posting
-    /// phase).
+    /// `count`: incast and allreduce with `repeat_us`: the most repetitions (default: as many
+    /// as start within the posting phase); allreduce without it: the repetitions (default 1).
     pub count: Option<u64>,
-    /// `file`: cdf: the flow-size CDF file, relative to the experiment's folder (required).
+    /// `file`: cdf: the flow-size CDF file; flow-file: the flow list; relative to the
+    /// experiment's folder (required).
     pub file: Option<String>,
-    /// `load`: cdf: the share of each host's link rate offered, in (0, 1] (required).
+    /// `load`: cdf: the share of each host's link rate offered; poisson-incast: the incast
+    /// bytes' share of the summed link rates of `hosts`; in (0, 1] (required).
     pub load: Option<f64>,
     /// `max_flows`: cdf: the arrivals kept at most (default
     /// [`DEFAULT_MAX_FLOWS`](super::workload::DEFAULT_MAX_FLOWS)).
     pub max_flows: Option<u64>,
+    /// `fan_in`: poisson-incast: the senders of each incast (required).
+    pub fan_in: Option<u64>,
+    /// `time_zero_s`: flow-file: the time of the file, seconds, that the
+    /// run's `start_us` stands for (default 0).
+    pub time_zero_s: Option<f64>,
 }
 
 /// One `[[link_event]]`: a switch-to-switch link goes down or up.
@@ -759,6 +865,17 @@ pub struct OutputConfig {
     pub plots: bool,
     /// `queues` (default `"bottleneck"`): which switch egress queues to record.
     pub queues: QueueChoice,
+    /// `fct_tags` (default: every flow): the workload tags whose flows the HPCC-style FCT
+    /// table takes.
+    pub fct_tags: Option<Names>,
+    /// `fct_bin_pct` (default 5): that table's bins, each this percentage of the flows
+    /// sorted by size (1..=100).
+    pub fct_bin_pct: u32,
+    /// `throughput_flows` (default 1000): the most flows whose throughput is written
+    /// (`flow-throughput.csv`), the first by id; 0: none.
+    pub throughput_flows: usize,
+    /// `throughput_tags` (default: any): only flows of these workload tags.
+    pub throughput_tags: Option<Names>,
 }
 
 impl Default for OutputConfig {
@@ -766,6 +883,10 @@ impl Default for OutputConfig {
         OutputConfig {
             plots: true,
             queues: QueueChoice::Named("bottleneck".into()),
+            fct_tags: None,
+            fct_bin_pct: 5,
+            throughput_flows: 1000,
+            throughput_tags: None,
         }
     }
 }
@@ -863,7 +984,7 @@ impl LabConfig {
 
     /// The topology, resolved.
     pub fn topology(&self) -> Result<TopologySpec, LabConfigError> {
-        TopologySpec::build(&self.topology).map_err(|e| self.invalid(e))
+        TopologySpec::build(&self.topology, &self.dir).map_err(|e| self.invalid(e))
     }
 }
 

@@ -227,6 +227,13 @@ fn push_field(line: &mut String, s: &str) {
 /// with an exponent only for very large or small magnitudes.
 fn push_f64(line: &mut String, v: f64) {
     let a = v.abs();
+    // Whole numbers (times in ns, bytes, counts: most of a series) are
+    // written as integers, the same text as `{v}` gives and several times
+    // faster than the shortest-float search.
+    if (1.0..1e16).contains(&a) && v.fract() == 0.0 {
+        let _ = write!(line, "{}", v as i64);
+        return;
+    }
     let _ = if a == 0.0 || !a.is_finite() || (1e-5..1e16).contains(&a) {
         write!(line, "{v}")
     } else {
@@ -597,6 +604,27 @@ mod tests {
         };
         let e = t.write(dir.path()).unwrap_err();
         assert!(matches!(e, OutputError::DuplicateColumn { .. }), "{e}");
+    }
+
+    proptest::proptest! {
+        /// A whole number is written as the float formatting would.
+        #[test]
+        fn whole_numbers_are_written_as_floats_print_them(
+            n in -(1i64 << 53)..(1i64 << 53),
+            e in 0i32..60,
+        ) {
+            for v in [n as f64, n as f64 * 2f64.powi(e), (n as f64).abs() * 10f64.powi(e % 20)] {
+                let mut line = String::new();
+                push_f64(&mut line, v);
+                let a = v.abs();
+                let want = if a == 0.0 || !a.is_finite() || (1e-5..1e16).contains(&a) {
+                    format!("{v}")
+                } else {
+                    format!("{v:e}")
+                };
+                proptest::prop_assert_eq!(line, want);
+            }
+        }
     }
 
     #[test]

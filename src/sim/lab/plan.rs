@@ -20,6 +20,8 @@ pub struct LabFile {
     pub sweep: Option<SweepConfig>,
     /// `base` as TOML, for applying variants and sweep values.
     table: toml::Table,
+    /// [`source_hash`] of the file's text.
+    hash: String,
 }
 
 #[derive(Deserialize)]
@@ -43,6 +45,9 @@ pub struct LabPlan {
     pub variants: Vec<String>,
     /// Every variant with every sweep value, in that order.
     pub runs: Vec<Run>,
+    /// [`source_hash`] of the experiment file's text: which file the runs
+    /// of a split experiment came from, for the merge to check.
+    pub source_hash: String,
 }
 
 /// One run of an experiment.
@@ -89,6 +94,7 @@ impl LabFile {
             variants: o.variants,
             sweep: o.sweep,
             table,
+            hash: source_hash(text),
         })
     }
 
@@ -229,6 +235,7 @@ impl LabFile {
             sweep_key: self.sweep.as_ref().map(|s| s.key.clone()),
             variants: self.variants.iter().map(|v| v.name.clone()).collect(),
             runs,
+            source_hash: self.hash.clone(),
         })
     }
 
@@ -252,6 +259,19 @@ impl LabFile {
             .map_err(|e| self.error(key, format!("{} ({what})", e.message())))?;
         Ok(())
     }
+}
+
+/// A fingerprint of an experiment file's text, `fnv1a64:` and 16 hex
+/// digits (64-bit FNV-1a): enough to tell two files apart, not a
+/// cryptographic hash. Files the experiment reads (a CDF's CSV) are not
+/// part of it.
+pub fn source_hash(text: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in text.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("fnv1a64:{h:016x}")
 }
 
 fn name_char(c: char) -> bool {

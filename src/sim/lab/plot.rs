@@ -125,6 +125,8 @@ pub struct LinePlot {
     pub series: Vec<Series>,
     /// A logarithmic y axis (values that are not positive are left out).
     pub log_y: bool,
+    /// A logarithmic x axis (likewise).
+    pub log_x: bool,
     /// Marks every point with a dot (for a few points per line, such as a
     /// sweep). A line of a single point is always marked.
     pub markers: bool,
@@ -164,8 +166,7 @@ impl LinePlot {
             .map(|s| {
                 s.points
                     .iter()
-                    .filter_map(|&(x, y)| Some((x, y_value(y, self.log_y)?)))
-                    .filter(|(x, _)| x.is_finite())
+                    .filter_map(|&(x, y)| Some((y_value(x, self.log_x)?, y_value(y, self.log_y)?)))
                     .collect()
             })
             .collect();
@@ -174,7 +175,11 @@ impl LinePlot {
         let (Some(xr), Some(yr)) = (span(xs), span(ys)) else {
             return no_data(&root, &self.title);
         };
-        let x = Axis::linear(xr, if self.markers { 0.03 } else { 0.0 }, false);
+        let x = if self.log_x {
+            Axis::log(xr)
+        } else {
+            Axis::linear(xr, if self.markers { 0.03 } else { 0.0 }, false)
+        };
         let y = if self.log_y {
             Axis::log(yr)
         } else {

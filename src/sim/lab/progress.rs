@@ -10,9 +10,16 @@
 //! printed each time another tenth of the virtual time is done.
 //! [`Progress::finish`] (or dropping it) ends the line. A
 //! [`Progress::disabled`] one never prints.
+//!
+//! Several runs at once on a terminal share a [`Board`]: one combined
+//! line (runs done, and each run in progress with its percentage) redrawn
+//! in place, and a line for each run as it ends. Off a terminal each run
+//! prints its own lines, which carry its name.
 
 #![deny(unsafe_code)]
+use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Wall time before anything is shown.
@@ -25,6 +32,8 @@ const CHECK: Duration = Duration::from_millis(4);
 const MAX_STRIDE: u32 = 1 << 16;
 /// Width of the bar, in characters.
 const BAR: usize = 20;
+/// Runs in progress a [`Board`]'s line names at most.
+const BOARD_RUNS: usize = 4;
 
 /// How the progress is shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,6 +65,8 @@ pub struct Progress {
     tenths: u64,
     shown: bool,
     finished: bool,
+    /// The board it reports to, and its slot there.
+    board: Option<(Arc<Board>, usize)>,
 }
 
 impl Progress {
@@ -94,6 +105,7 @@ impl Progress {
             tenths: 0,
             shown: false,
             finished: false,
+            board: None,
         }
     }
 
@@ -133,6 +145,11 @@ impl Progress {
         }
         self.finished = true;
         let wall = self.start.elapsed();
+        if let Some((board, slot)) = self.board.take() {
+            let last = (wall >= QUIET).then(|| format!("{} done", self.figures(wall, false)));
+            board.done(slot, last);
+            return;
+        }
         if let Some(out) = self.end(wall) {
             emit(&out);
         }
@@ -148,6 +165,11 @@ impl Progress {
             self.stride = (self.stride * 2).min(MAX_STRIDE);
         } else if since > CHECK * 4 {
             self.stride = (self.stride / 2).max(1);
+        }
+        if let Some((board, slot)) = &self.board {
+            let frac = fraction(self.now_ns, self.total_ns);
+            board.report(*slot, &self.label, frac, now);
+            return;
         }
         if let Some(out) = self.step(now.duration_since(self.start)) {
             emit(&out);
@@ -228,6 +250,147 @@ fn emit(s: &str) {
     let mut e = std::io::stderr().lock();
     let _ = e.write_all(s.as_bytes());
     let _ = e.flush();
+}
+
+/// The share of `total` that `now` reached (0 to 1); `None` when `total`
+/// is 0.
+fn fraction(now: u64, total: u64) -> Option<f64> {
+    (total > 0).then(|| (now as f64 / total as f64).clamp(0.0, 1.0))
+}
+
+/// The progress of several runs at once on a terminal, as one line
+/// redrawn in place: `[3/12 done]  pfc-size_kb=16 42%  dcqcn-size_kb=64 17%
+/// wall 12.3 s`. Each run reports to it through a [`Progress`] from
+/// [`Board::progress`]; a run that ends after [`QUIET`] gets a line of
+/// its own above it. Nothing is drawn in the first [`QUIET`] of wall time.
+#[derive(Debug)]
+pub struct Board {
+    start: Instant,
+    state: Mutex<BoardState>,
+}
+
+#[derive(Debug, Default)]
+struct BoardState {
+    runs: usize,
+    done: usize,
+    /// The runs in progress by slot: name and share done.
+    active: BTreeMap<usize, (String, Option<f64>)>,
+    last_draw: Option<Instant>,
+    /// Characters of the line last drawn.
+    drawn: usize,
+}
+
+impl Board {
+    /// A board for `runs` runs.
+    pub fn new(runs: usize) -> Arc<Board> {
+        Arc::new(Board {
+            start: Instant::now(),
+            state: Mutex::new(BoardState {
+                runs,
+                ..BoardState::default()
+            }),
+        })
+    }
+
+    /// The progress of run `label` (of `total_virtual_ns`), shown on this
+    /// board in `slot` (its place in the plan: runs are listed in that
+    /// order).
+    pub fn progress(
+        self: &Arc<Board>,
+        slot: usize,
+        label: impl Into<String>,
+        total_virtual_ns: u64,
+    ) -> Progress {
+        let label = label.into();
+        self.lock().active.insert(slot, (label.clone(), Some(0.0)));
+        let mut p = Progress::with_mode(label, total_virtual_ns, Mode::Redraw);
+        p.board = Some((Arc::clone(self), slot));
+        p
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BoardState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Run `slot` got to `frac`; redraws the line when it is due.
+    fn report(&self, slot: usize, label: &str, frac: Option<f64>, now: Instant) {
+        let mut st = self.lock();
+        st.active.insert(slot, (label.to_string(), frac));
+        let wall = now.duration_since(self.start);
+        if wall < QUIET || st.last_draw.is_some_and(|t| now < t + REDRAW) {
+            return;
+        }
+        st.last_draw = Some(now);
+        let out = st.redraw(None, wall);
+        drop(st);
+        emit(&out);
+    }
+
+    /// Run `slot` ended; `last`: its final line, to print above the board.
+    fn done(&self, slot: usize, last: Option<String>) {
+        let mut st = self.lock();
+        st.active.remove(&slot);
+        st.done += 1;
+        let wall = self.start.elapsed();
+        if wall < QUIET && last.is_none() {
+            return;
+        }
+        st.last_draw = Some(Instant::now());
+        let out = st.redraw(last.as_deref(), wall);
+        drop(st);
+        emit(&out);
+    }
+}
+
+impl BoardState {
+    /// `\r`, `above` (if any) on a line of its own, then the board's line
+    /// (none once every run is done), padded over the previous one.
+    fn redraw(&mut self, above: Option<&str>, wall: Duration) -> String {
+        let mut out = String::from("\r");
+        let mut pad = self.drawn;
+        if let Some(a) = above {
+            out.push_str(a);
+            out.push_str(&" ".repeat(pad.saturating_sub(a.chars().count())));
+            out.push('\n');
+            pad = 0;
+        }
+        if self.done < self.runs {
+            let line = board_line(self.done, self.runs, &self.active, wall);
+            let n = line.chars().count();
+            out.push_str(&line);
+            out.push_str(&" ".repeat(pad.saturating_sub(n)));
+            self.drawn = n;
+        } else {
+            out.push_str(&" ".repeat(pad));
+            out.push('\r');
+            self.drawn = 0;
+        }
+        out
+    }
+}
+
+/// The board's line: `[3/12 done]`, the first [`BOARD_RUNS`] runs in
+/// progress with their percentage, how many more, and the wall time.
+fn board_line(
+    done: usize,
+    runs: usize,
+    active: &BTreeMap<usize, (String, Option<f64>)>,
+    wall: Duration,
+) -> String {
+    let mut s = format!("[{done}/{runs} done]");
+    for (name, frac) in active.values().take(BOARD_RUNS) {
+        s.push_str("  ");
+        s.push_str(name);
+        if let Some(f) = frac {
+            s.push_str(&format!(" {:.0}%", (f * 100.0).floor()));
+        }
+    }
+    if active.len() > BOARD_RUNS {
+        s.push_str(&format!("  +{} more", active.len() - BOARD_RUNS));
+    }
+    s.push_str("  wall ");
+    s.push_str(&wall_time(wall));
+    s
 }
 
 /// Whole tenths of `total` that `now` reached (0 to 10).
@@ -491,6 +654,49 @@ mod tests {
         assert_eq!((p.calls, p.stride, p.now_ns, p.events), (0, 1, 1, None));
         p.finish();
         assert!(!p.shown);
+    }
+
+    #[test]
+    fn a_board_shows_the_runs_in_progress_on_one_line() {
+        let mut active = BTreeMap::new();
+        active.insert(4, ("pfc-size_kb=16".to_string(), Some(0.429)));
+        active.insert(2, ("dcqcn-size_kb=64".to_string(), Some(0.17)));
+        assert_eq!(
+            board_line(3, 12, &active, secs(12.3)),
+            "[3/12 done]  dcqcn-size_kb=64 17%  pfc-size_kb=16 42%  wall 12.3 s"
+        );
+        for i in 10..15 {
+            active.insert(i, (format!("r{i}"), None));
+        }
+        assert_eq!(
+            board_line(3, 12, &active, secs(1.0)),
+            "[3/12 done]  dcqcn-size_kb=64 17%  pfc-size_kb=16 42%  r10  r11  +3 more  wall 1.0 s"
+        );
+    }
+
+    #[test]
+    fn a_run_that_ends_gets_its_line_above_the_board() {
+        let mut st = BoardState {
+            runs: 2,
+            ..BoardState::default()
+        };
+        st.active.insert(0, ("a".into(), Some(0.5)));
+        st.active.insert(1, ("b".into(), Some(0.25)));
+        let first = st.redraw(None, secs(3.0));
+        assert_eq!(first, "\r[0/2 done]  a 50%  b 25%  wall 3.0 s");
+        st.active.remove(&0);
+        st.done = 1;
+        let second = st.redraw(Some("a 100%  done"), secs(4.0));
+        let lines: Vec<&str> = second.split('\n').collect();
+        assert_eq!(lines.len(), 2, "{second:?}");
+        // The ended run's line covers the longer board line it replaces.
+        assert_eq!(lines[0].chars().count(), first.chars().count());
+        assert_eq!(lines[1], "[1/2 done]  b 25%  wall 4.0 s");
+        st.active.clear();
+        st.done = 2;
+        // The last run over: the board's line is wiped, nothing is left on it.
+        let last = st.redraw(None, secs(5.0));
+        assert!(last.trim().is_empty() && !last.contains('\n'), "{last:?}");
     }
 
     #[test]

@@ -5,8 +5,9 @@
 //! sizes in bytes); the workloads are checked by [`super::workload`].
 
 use super::config::{
-    kb, scaled, us, KeyError, LabConfig, LabConfigError, NextHop, PortRef, QueueChoice,
-    SwitchConfig, TopologySpec, TransportConfig, MAX_DURATION_NS, MAX_SAMPLES,
+    kb, scaled, us, KeyError, LabConfig, LabConfigError, Names, NextHop, OutputConfig,
+    PfcThreshold, PortRef, QueueChoice, SwitchConfig, TopologySpec, TransportConfig,
+    MAX_DURATION_NS, MAX_SAMPLES,
 };
 use super::workload;
 use crate::backend::fabric::RedConfig;
@@ -42,6 +43,38 @@ pub struct Resolved {
     /// The most flows the workloads can make (what the flow limit is
     /// checked against).
     pub flows_bound: u64,
+    /// What the HPCC-style FCT table and the per-flow throughput take
+    /// (`[output]`).
+    pub analysis: AnalysisParams,
+}
+
+/// The `[output]` keys of the analyses, resolved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AnalysisParams {
+    /// Workload tags whose flows the HPCC-style FCT table takes; `None`: all.
+    pub fct_tags: Option<Vec<String>>,
+    /// That table's bins, in percent of the flows (1..=100).
+    pub fct_bin_pct: u32,
+    /// The most flows whose throughput series is written.
+    pub throughput_flows: usize,
+    /// Workload tags whose flows get a throughput series; `None`: all.
+    pub throughput_tags: Option<Vec<String>>,
+}
+
+impl AnalysisParams {
+    /// Whether the HPCC-style FCT table takes a flow of this tag.
+    pub fn fct_takes(&self, tag: &str) -> bool {
+        self.fct_tags
+            .as_ref()
+            .map_or(true, |t| t.iter().any(|x| x == tag))
+    }
+
+    /// Whether a flow of this tag may get a throughput series.
+    pub fn throughput_takes(&self, tag: &str) -> bool {
+        self.throughput_tags
+            .as_ref()
+            .map_or(true, |t| t.iter().any(|x| x == tag))
+    }
 }
 
 /// Every switch's settings, resolved.
@@ -55,10 +88,33 @@ pub struct SwitchParams {
     pub reserved_bytes: [u64; 8],
     /// Priorities served strictly before the others (`switch.strict_priorities`).
     pub strict_priorities: Vec<u8>,
-    /// ECN marking; `None`: none.
+    /// ECN marking; `None`: none. With `ecn_per_25g`, its thresholds are
+    /// per 25 Gb/s: [`SwitchParams::red_for`] gives a port's.
     pub red: Option<RedConfig>,
+    /// `switch.ecn.scale_per_25g`: Kmin and Kmax scale with each egress
+    /// port's rate.
+    pub ecn_per_25g: bool,
     /// PFC; `None`: lossy.
     pub pfc: Option<PfcSpec>,
+}
+
+impl SwitchParams {
+    /// The ECN marking of an egress port of `rate_bps`: `red`, with its
+    /// thresholds times `rate_bps` / 25 Gb/s when `ecn_per_25g` (the HPCC
+    /// simulator gives Kmin and Kmax per link rate, `mix/config.txt`
+    /// `KMIN_MAP` / `KMAX_MAP`: 100 / 400 KB at 25 Gb/s, 4x that at 100).
+    pub fn red_for(&self, rate_bps: u64) -> Option<RedConfig> {
+        let mut red = self.red?;
+        if self.ecn_per_25g {
+            let scale = |b: usize| {
+                let x = b as u128 * u128::from(rate_bps) / 25_000_000_000;
+                usize::try_from(x).unwrap_or(usize::MAX)
+            };
+            red.kmin_bytes = scale(red.kmin_bytes);
+            red.kmax_bytes = scale(red.kmax_bytes);
+        }
+        Some(red)
+    }
 }
 
 /// PFC thresholds, resolved.
@@ -74,6 +130,18 @@ pub struct PfcSpec {
     pub headroom_bytes: u64,
     /// The pause time sent with XOFF, quanta of 512 bit times (1..=65535).
     pub quanta: u16,
+    /// Dynamic thresholds (`threshold = "dynamic"`); `None`: `xoff_bytes`
+    /// and `xon_bytes`.
+    pub dynamic: Option<DynamicPfcSpec>,
+}
+
+/// A dynamic PFC threshold, resolved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct DynamicPfcSpec {
+    /// XOFF at 1/2^alpha_shift of the free shared buffer (`alpha`).
+    pub alpha_shift: u8,
+    /// XON this many bytes below the threshold (`resume_offset_kb`).
+    pub resume_offset_bytes: u64,
 }
 
 /// Every device's transport settings, resolved.
@@ -102,6 +170,10 @@ pub struct TransportParams {
     pub timeout: u8,
     /// Retries after an ACK timeout or a PSN sequence error NAK before `RetryExcErr`.
     pub retry_cnt: u8,
+    /// The ICRC is left to the NICs (`transport.icrc_offload`).
+    pub icrc_offload: bool,
+    /// WRITE payloads are copied into their regions (`transport.place_writes`).
+    pub place_writes: bool,
 }
 
 /// A static route: at `switch`, frames for host `dst` leave towards
@@ -137,7 +209,8 @@ pub struct LinkEventSpec {
 /// Which switch egress queues to record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub enum QueueSelect {
-    /// The ports the runner finds hot (their queue exceeded Kmin).
+    /// The ports the runner finds hot (their queue exceeded their own
+    /// Kmin, scaled to their rate when Kmin is per 25 Gb/s).
     Bottleneck,
     /// Every switch egress port.
     All,
@@ -183,7 +256,7 @@ impl LabConfig {
                 ));
             }
         }
-        let topology = TopologySpec::build(&self.topology)?;
+        let topology = TopologySpec::build(&self.topology, &self.dir)?;
         let host_rate = self
             .topology
             .host_link
@@ -195,6 +268,7 @@ impl LabConfig {
         let routes = self.resolve_routes(&topology)?;
         let link_events = self.resolve_link_events(&topology)?;
         let queues = resolve_queues(&self.output.queues, &topology)?;
+        let analysis = self.output.resolve_analysis(self)?;
         Ok(Resolved {
             duration_ns,
             drain_limit_ns,
@@ -207,6 +281,7 @@ impl LabConfig {
             link_events,
             queues,
             flows_bound,
+            analysis,
         })
     }
 
@@ -391,7 +466,12 @@ impl SwitchConfig {
         let strict_priorities = priorities("switch.strict_priorities", &self.strict_priorities)?;
         let red = match &self.ecn {
             Some(e) if e.enabled => {
-                let d = default_red(host_rate_bps);
+                // Per 25 Gb/s, the defaults are those of a 25 Gb/s host link.
+                let d = default_red(if e.scale_per_25g {
+                    25_000_000_000
+                } else {
+                    host_rate_bps
+                });
                 let kmin = match e.kmin_kb {
                     Some(v) => kb("switch.ecn.kmin_kb", v)?,
                     None => d.kmin_bytes as u64,
@@ -438,10 +518,17 @@ impl SwitchConfig {
                 let xoff = kb("switch.pfc.xoff_kb", p.xoff_kb)?;
                 let xon = kb("switch.pfc.xon_kb", p.xon_kb)?;
                 let headroom = kb("switch.pfc.headroom_kb", p.headroom_kb)?;
-                if xoff == 0 {
+                let dynamic = match p.threshold {
+                    PfcThreshold::Static => None,
+                    PfcThreshold::Dynamic => {
+                        Some(dynamic_pfc(p.alpha, p.resume_offset_kb, buffer_bytes)?)
+                    }
+                };
+                if dynamic.is_some() {
+                    // xoff_kb and xon_kb are not used.
+                } else if xoff == 0 {
                     return Err(KeyError::new("switch.pfc.xoff_kb", "must be above 0"));
-                }
-                if xon > xoff {
+                } else if xon > xoff {
                     return Err(KeyError::new(
                         "switch.pfc.xon_kb",
                         format!("{} is above xoff_kb ({})", p.xon_kb, p.xoff_kb),
@@ -456,7 +543,7 @@ impl SwitchConfig {
                             format!("{} is outside 1..=65535", p.quanta),
                         )
                     })?;
-                if let Some(b) = buffer_bytes {
+                if let Some(b) = buffer_bytes.filter(|_| dynamic.is_none()) {
                     if xoff + headroom > b {
                         return Err(KeyError::new(
                             "switch.pfc.xoff_kb",
@@ -474,6 +561,7 @@ impl SwitchConfig {
                     xon_bytes: xon,
                     headroom_bytes: headroom,
                     quanta,
+                    dynamic,
                 })
             }
             _ => None,
@@ -484,7 +572,73 @@ impl SwitchConfig {
             reserved_bytes,
             strict_priorities,
             red,
+            ecn_per_25g: self.ecn.as_ref().is_some_and(|e| e.scale_per_25g),
             pfc,
+        })
+    }
+}
+
+/// `switch.pfc`'s dynamic threshold: `alpha` a power of two from 1 to
+/// 1/65536, and a shared buffer to take a share of.
+fn dynamic_pfc(
+    alpha: f64,
+    resume_offset_kb: f64,
+    buffer: Option<u64>,
+) -> Result<DynamicPfcSpec, KeyError> {
+    if buffer.is_none() {
+        return Err(KeyError::new(
+            "switch.pfc.threshold",
+            "\"dynamic\" takes a share of the free shared buffer: set switch.buffer_kb",
+        ));
+    }
+    let alpha_shift = (0..=16u8)
+        .find(|&k| alpha == 1.0 / f64::from(1u32 << k))
+        .ok_or_else(|| {
+            KeyError::new(
+                "switch.pfc.alpha",
+                format!("{alpha} is not 1/2^k for k in 0..=16 (1, 0.5, 0.25, 0.125, ...)"),
+            )
+        })?;
+    Ok(DynamicPfcSpec {
+        alpha_shift,
+        resume_offset_bytes: kb("switch.pfc.resume_offset_kb", resume_offset_kb)?,
+    })
+}
+
+impl OutputConfig {
+    /// The analyses' keys, checked: tags that some workload has, bins of
+    /// 1 to 100%.
+    fn resolve_analysis(&self, c: &LabConfig) -> Result<AnalysisParams, KeyError> {
+        let tags: Vec<String> = c
+            .workloads
+            .iter()
+            .map(|w| w.tag.clone().unwrap_or_else(|| w.kind.name().to_string()))
+            .collect();
+        let check = |key: &str, names: &Option<Names>| -> Result<Option<Vec<String>>, KeyError> {
+            let Some(n) = names else {
+                return Ok(None);
+            };
+            for t in &n.0 {
+                if !tags.contains(t) {
+                    return Err(KeyError::new(
+                        key,
+                        format!("no workload has the tag {t:?} (tags: {})", tags.join(", ")),
+                    ));
+                }
+            }
+            Ok(Some(n.0.clone()))
+        };
+        if !(1..=100).contains(&self.fct_bin_pct) {
+            return Err(KeyError::new(
+                "output.fct_bin_pct",
+                format!("{} is outside 1..=100", self.fct_bin_pct),
+            ));
+        }
+        Ok(AnalysisParams {
+            fct_tags: check("output.fct_tags", &self.fct_tags)?,
+            fct_bin_pct: self.fct_bin_pct,
+            throughput_flows: self.throughput_flows,
+            throughput_tags: check("output.throughput_tags", &self.throughput_tags)?,
         })
     }
 }
@@ -549,6 +703,8 @@ impl TransportConfig {
             window: self.window,
             timeout: self.timeout,
             retry_cnt: self.retry_cnt,
+            icrc_offload: self.icrc_offload,
+            place_writes: self.place_writes,
         })
     }
 }
@@ -576,3 +732,6 @@ pub(crate) fn rate_control(s: &str, dir: &Path) -> Result<CcConfig, KeyError> {
         )),
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -6,7 +6,11 @@
 //!
 //! Every host is a [`Device`](crate::transport::Device) with the run's rate control, ECN and CNP
 //! settings, behind a NIC that holds two frames ready for its wire (the
-//! rest waits in the QPs, where the pacer is). Every switch has the run's
+//! rest waits in the QPs, where the pacer is), and leaves to that NIC, by
+//! default, what hardware does: the ICRC (neither computed nor checked)
+//! and the placing of WRITE payloads (checked, not copied), which change
+//! nothing on the simulated wire ([`crate::transport::Offload`];
+//! `transport.icrc_offload`, `transport.place_writes`). Every switch has the run's
 //! shared buffer, strict priorities, RED marking on its egress queues and,
 //! when set, PFC. Links are built in a fixed order (each switch's hosts,
 //! then the switch-to-switch links in file order), so port numbers follow
@@ -28,12 +32,16 @@
 //! `queue_sample_ns`. Per link direction: PFC frames and paused time.
 //! Totals: ECN marks, CNPs, drops of every kind, retransmissions, ACK
 //! timeouts, completion errors, deadlocks, and the simulator's events per
-//! wall second.
+//! wall second. Per all-reduce: its steps' and repetitions' times against
+//! the idle fabric's ([`super::collective`]), from the flows' outcomes.
 
 #![deny(unsafe_code)]
+use super::collective::{CollectiveSummary, StepRecord};
 use super::config::{LinkSpec, NextHop, TopologySpec};
+use super::fct::FctBin;
 use super::progress::Progress;
 use super::resolve::Resolved;
+use super::throughput::{ThroughputLog, ThroughputSample};
 use super::workload::{ideal_fct_ns, slowdown_by_bucket, FctSample, FlowSpec, SlowdownStats};
 use crate::backend::fabric::{
     self as fabric, ChannelId, Link, LinkConfig, PfcConfig as SimPfc, SimError,
@@ -45,11 +53,11 @@ use crate::sim::stats::{jain_index, percentile};
 use crate::time::{Duration, Instant};
 use crate::transport::connect::ConnectParams;
 use crate::transport::{
-    Access, CqId, DeviceConfig, MrKeys, MrSpec, Mtu, Payload, QpCaps, QpConfig, QpCounters, SendOp,
-    SendWr, Sge, Wc, WcStatus,
+    Access, CqId, DeviceConfig, MrKeys, MrSpec, Mtu, Offload, Payload, QpCaps, QpConfig,
+    QpCounters, SendOp, SendWr, Sge, Wc, WcStatus,
 };
 use crate::wire::MacAddr;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Frames a host's NIC holds ready for its wire.
 const NIC_RING_FRAMES: usize = 2;
@@ -90,6 +98,15 @@ fn fabric_err(e: SimError) -> RunError {
 
 fn transport_err(e: crate::transport::Error) -> RunError {
     RunError::Transport(e.to_string())
+}
+
+/// The name a run's summary gives its rate control: the algorithm's, and
+/// `timely-original` for TIMELY without the CoNEXT'16 patch.
+pub fn cc_label(cc: &crate::cc::CcConfig) -> String {
+    match cc {
+        crate::cc::CcConfig::Timely(p) if !p.patched => "timely-original".into(),
+        c => c.name().into(),
+    }
 }
 
 /// A host's MAC address: 02:00:00:00 and its number from 1.
@@ -151,7 +168,7 @@ pub struct FlowResult {
 }
 
 /// Queue statistics of one port over the posting phase (bytes).
-#[derive(Debug, Clone, Copy, Default, Serialize)]
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
 pub struct QueueSummary {
     /// The median sample (nearest rank), bytes.
     pub p50: u64,
@@ -162,7 +179,7 @@ pub struct QueueSummary {
 }
 
 /// PFC activity of one link direction.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PauseSummary {
     /// The link direction, `from->to` in topology names (switch ends as `switch:port`).
     pub name: String,
@@ -172,8 +189,11 @@ pub struct PauseSummary {
     pub paused_ns: u64,
 }
 
-/// What one run measured.
-#[derive(Debug, Clone, Serialize)]
+/// What one run measured, as its `summary.json` holds it (and the merge
+/// of a split experiment reads it back). The wall-clock figures are not
+/// written there: they differ from one run to the next, and go to the
+/// run's `timing.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunSummary {
     /// The run's name (empty until the experiment sets it).
     pub name: String,
@@ -202,8 +222,20 @@ pub struct RunSummary {
     /// FCT slowdowns of the completed sized flows, per size bucket in
     /// [`SizeBucket::ALL`](super::workload::SizeBucket::ALL) order.
     pub fct: Vec<SlowdownStats>,
+    /// The same flows (of `[output] fct_tags`) as the HPCC simulator's
+    /// scripts bin them ([`super::fct`]).
+    pub fct_hpcc: Vec<FctBin>,
+    /// The rate control (its name; `timely-original` for TIMELY without
+    /// the CoNEXT'16 patch).
+    pub cc: String,
+    /// Controllers' RTT samples over the second half; `None` when no
+    /// controller reported one.
+    pub rtt_second_half: Option<RttSummary>,
     /// The port whose queue had the highest p99, and its figures.
     pub hot_port: Option<String>,
+    /// That port's frame bytes sent over the second half, over its line
+    /// rate's (0 to 1).
+    pub hot_port_utilisation: Option<f64>,
     /// That port's queue over the posting phase.
     pub queue: QueueSummary,
     /// The same port over the second half of the posting phase (the
@@ -216,7 +248,7 @@ pub struct RunSummary {
     /// CNPs the hosts' reaction points handled.
     pub cnp_handled: u64,
     /// Frames the switches dropped: shared buffer, headroom, egress
-    /// drop-tail, down links, no route.
+    /// drop-tail, down links, no route, TTL expired.
     pub drops: u64,
     /// Of `drops`: by the shared buffer (lossy priorities).
     pub drops_shared_buffer: u64,
@@ -228,6 +260,8 @@ pub struct RunSummary {
     pub drops_link_down: u64,
     /// Of `drops`: for want of a route.
     pub drops_no_route: u64,
+    /// Of `drops`: with their TTL / hop limit run out.
+    pub drops_ttl: u64,
     /// The buffer drops (shared buffer, headroom, egress drop-tail) by
     /// priority: data (3) or CNPs (6), say.
     pub drops_by_priority: [u64; 8],
@@ -245,11 +279,17 @@ pub struct RunSummary {
     pub completion_errors: u64,
     /// The PFC deadlocks the fabric found, in topology names.
     pub deadlocks: Vec<String>,
+    /// The all-reduces' times, per `allreduce` workload
+    /// ([`super::collective`]); left out of the JSON when there are none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub collectives: Vec<CollectiveSummary>,
     /// Simulator events processed: frames serialised, frames arriving, PFC timers.
     pub events: u64,
-    /// The wall-clock time the run took, seconds.
+    /// The wall-clock time the run took, seconds (not serialised).
+    #[serde(skip)]
     pub wall_s: f64,
-    /// Simulator events per wall-clock second.
+    /// Simulator events per wall-clock second (not serialised).
+    #[serde(skip)]
     pub events_per_s: f64,
 }
 
@@ -260,14 +300,53 @@ pub struct RunSeries {
     pub queue_times: Vec<u64>,
     /// Per recorded port: its name and samples (bytes).
     pub queues: Vec<(String, Vec<u32>)>,
-    /// Rate samples: (time ns, flow id, goodput bps over the window,
-    /// controller rate bps).
-    pub rates: Vec<(u64, usize, f64, u64)>,
+    /// Per recorded port, as `queues`: its ECN Kmin, bytes (scaled to its
+    /// rate when Kmin is given per 25 Gb/s); `None`: it does not mark.
+    pub queue_kmin: Vec<Option<usize>>,
+    /// Rate samples, every `rate_sample_ns` per started flow.
+    pub rates: Vec<RateSample>,
     /// Congestion signals so far, over the whole fabric, every rate
     /// sample.
     pub signals: Vec<Signals>,
     /// Every flow's outcome, by id.
     pub flows: Vec<FlowResult>,
+    /// Every step of every all-reduce repetition ([`super::collective`]).
+    pub collective_steps: Vec<StepRecord>,
+    /// The chosen flows' throughput ([`super::throughput`]).
+    pub throughput: Vec<ThroughputSample>,
+}
+
+/// One flow's rate sample.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RateSample {
+    /// The sample's time, nanoseconds from the run's start.
+    pub time_ns: u64,
+    /// The flow ([`FlowSpec::id`]).
+    pub flow: usize,
+    /// Its goodput over the window before the sample, bits per second.
+    pub goodput_bps: f64,
+    /// Its controller's rate then, bits per second.
+    pub rate_bps: u64,
+    /// The last RTT sample its controller took, nanoseconds (0: none, or a
+    /// controller that reads no RTT).
+    pub rtt_ns: u64,
+}
+
+/// The RTT samples controllers took, as the rate samples saw them (each
+/// flow's last sample, every `rate_sample_ns`), over the second half of
+/// the posting phase; nanoseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct RttSummary {
+    /// Rate samples that held an RTT.
+    pub samples: u64,
+    /// The 1st percentile (nearest rank).
+    pub p1: u64,
+    /// The median.
+    pub p50: u64,
+    /// The 99th percentile.
+    pub p99: u64,
+    /// The largest.
+    pub max: u64,
 }
 
 /// Congestion signals counted over the whole fabric up to `time_ns`.
@@ -350,6 +429,7 @@ struct SwitchFigures {
     shared: u64,
     headroom: u64,
     no_route: u64,
+    ttl: u64,
     by_priority: [u64; 8],
 }
 
@@ -386,6 +466,12 @@ pub struct LabRun<'a> {
     seen: Vec<bool>,
     /// Started flows not over yet.
     live: usize,
+    /// Frame bytes each port of `ports` had sent at the half and at the
+    /// end of the posting phase.
+    tx_at_half: Vec<u64>,
+    tx_at_end: Vec<u64>,
+    /// The completions of the flows whose throughput is written.
+    throughput: ThroughputLog,
 }
 
 fn switch_config(r: &Resolved) -> SimSwitch {
@@ -401,6 +487,10 @@ fn switch_config(r: &Resolved) -> SimSwitch {
             xon: p.xon_bytes as usize,
             headroom: p.headroom_bytes as usize,
             quanta: p.quanta,
+            dynamic: p.dynamic.map(|d| fabric::DynamicPfc {
+                alpha_shift: d.alpha_shift,
+                resume_offset: d.resume_offset_bytes as usize,
+            }),
         }),
         ..SimSwitch::default()
     }
@@ -428,6 +518,10 @@ fn add_hosts(net: &mut SimNet, r: &Resolved) -> Result<(), RunError> {
         dc.congestion.rp = t.cc.clone();
         dc.congestion.line_bps = h.link.rate_bps;
         dc.congestion.np.min_time_between_cnps = Duration::from_nanos(t.min_time_between_cnps_ns);
+        dc.offload = Offload {
+            icrc: t.icrc_offload,
+            discard_write_payloads: !t.place_writes,
+        };
         let idx = net.add_host(dc).map_err(transport_err)?;
         debug_assert_eq!(idx, i);
         let id = net.hosts[idx].host;
@@ -458,7 +552,7 @@ fn add_switches_and_links(
     };
     let egress_cfg = |l: &LinkSpec| LinkConfig {
         queue_bytes: r.switch.port_buffer_bytes.map(|b| b as usize),
-        ecn: r.switch.red,
+        ecn: r.switch.red_for(l.rate_bps),
         ..link_cfg(l)
     };
     // Each switch's hosts in host order, then the switch links.
@@ -588,6 +682,9 @@ fn qp_settings(r: &Resolved) -> Result<(QpCaps, ConnectParams), RunError> {
         timeout: t.timeout,
         retry_cnt: t.retry_cnt,
         traffic_class: t.traffic_class,
+        // Every host of the lab is ferroce: a rate control that needs INT
+        // (HPCC) has both ends agree to it.
+        int_telemetry: t.cc.needs_int(),
         ..ConnectParams::default()
     };
     Ok((caps, params))
@@ -636,6 +733,7 @@ impl<'a> LabRun<'a> {
         let (caps, params) = qp_settings(r)?;
         let nflows = flows.len();
         let nhosts = topo.hosts.len();
+        let throughput = ThroughputLog::new(&flows, &r.analysis);
         let (flows, dependants) = flow_states(flows);
         Ok(LabRun {
             r,
@@ -660,6 +758,9 @@ impl<'a> LabRun<'a> {
             pumped: Vec::new(),
             seen: vec![false; nhosts],
             live: 0,
+            tx_at_half: Vec::new(),
+            tx_at_end: Vec::new(),
+            throughput,
         })
     }
 
@@ -831,6 +932,8 @@ impl<'a> LabRun<'a> {
                 f.outstanding = f.outstanding.saturating_sub(1);
                 if wc.status == WcStatus::Success {
                     f.completed += u64::from(wc.byte_len);
+                    self.throughput
+                        .completed(i, now.as_nanos(), u64::from(wc.byte_len));
                     if f.spec.bytes == Some(f.completed) && f.done.is_none() {
                         f.done = Some(now);
                         finished.push(i);
@@ -881,13 +984,17 @@ impl<'a> LabRun<'a> {
             }
             let d = f.completed - f.at_sample;
             f.at_sample = f.completed;
-            let rate = self.net.hosts[f.spec.src]
+            let state = self.net.hosts[f.spec.src]
                 .dev
                 .cc_state(f.qpn)
-                .map_or(0, |s| s.rate_bps);
-            self.series
-                .rates
-                .push((t.as_nanos(), f.spec.id, d as f64 * 8.0 / secs, rate));
+                .unwrap_or_default();
+            self.series.rates.push(RateSample {
+                time_ns: t.as_nanos(),
+                flow: f.spec.id,
+                goodput_bps: d as f64 * 8.0 / secs,
+                rate_bps: state.rate_bps,
+                rtt_ns: state.rtt_ns,
+            });
         }
         let (pfc_frames, paused_ns) = self.pause_totals();
         let mut cnp_sent = 0;
@@ -912,6 +1019,46 @@ impl<'a> LabRun<'a> {
         });
     }
 
+    /// Frame bytes each switch egress port has sent so far.
+    fn port_tx_bytes(&self) -> Vec<u64> {
+        self.ports
+            .iter()
+            .map(|p| self.net.fabric.link_counters(p.egress).tx_bytes)
+            .collect()
+    }
+
+    /// The RTT samples of the second half ([`RttSummary`]).
+    fn rtt_summary(&self) -> Option<RttSummary> {
+        let half = self.r.duration_ns / 2;
+        let mut v: Vec<u64> = self
+            .series
+            .rates
+            .iter()
+            .filter(|s| s.time_ns >= half && s.rtt_ns > 0)
+            .map(|s| s.rtt_ns)
+            .collect();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_unstable();
+        Some(RttSummary {
+            samples: v.len() as u64,
+            p1: percentile(&v, 1.0),
+            p50: percentile(&v, 50.0),
+            p99: percentile(&v, 99.0),
+            max: v[v.len() - 1],
+        })
+    }
+
+    /// The second half's utilisation of the port named `name`.
+    fn utilisation(&self, name: &str) -> Option<f64> {
+        let i = self.ports.iter().position(|p| p.name == name)?;
+        let (a, b) = (self.tx_at_half.get(i)?, self.tx_at_end.get(i)?);
+        let rate = self.net.fabric.link_config(self.ports[i].egress).rate_bps;
+        let secs = (self.r.duration_ns - self.r.duration_ns / 2) as f64 / 1e9;
+        (rate > 0 && secs > 0.0).then(|| (b - a) as f64 * 8.0 / (rate as f64 * secs))
+    }
+
     fn pause_totals(&self) -> (u64, u64) {
         let mut frames = 0;
         let mut paused = 0;
@@ -929,19 +1076,11 @@ impl<'a> LabRun<'a> {
             .sum()
     }
 
-    /// Drives the run to its end and measures it.
-    pub fn run(mut self, progress: &mut Progress) -> Result<(RunSummary, RunSeries), RunError> {
-        let wall = std::time::Instant::now();
+    /// Chooses the queues to record (`[output] queues`) and makes their
+    /// series, each with its port's ECN Kmin; refuses more samples than
+    /// [`MAX_QUEUE_SAMPLES`] at one every `qs`.
+    fn set_up_queue_records(&mut self, qs: Duration) -> Result<(), RunError> {
         let r = self.r;
-        let start = self.net.fabric.now();
-        let end = start + Duration::from_nanos(r.duration_ns);
-        let half = start + Duration::from_nanos(r.duration_ns / 2);
-        let limit = end
-            + r.drain_limit_ns
-                .map_or(DEFAULT_DRAIN_LIMIT, Duration::from_nanos);
-        let qs = Duration::from_nanos(r.queue_sample_ns.max(1));
-        let rs = Duration::from_nanos(r.rate_sample_ns.max(1));
-        // Which queues to record.
         self.record = match &r.queues {
             super::resolve::QueueSelect::Ports(list) => self
                 .ports
@@ -974,6 +1113,30 @@ impl<'a> LabRun<'a> {
                 )
             })
             .collect();
+        self.series.queue_kmin = self
+            .record
+            .iter()
+            .map(|&p| {
+                let ecn = self.net.fabric.link_config(self.ports[p].egress).ecn;
+                ecn.map(|e| e.kmin_bytes)
+            })
+            .collect();
+        Ok(())
+    }
+
+    /// Drives the run to its end and measures it.
+    pub fn run(mut self, progress: &mut Progress) -> Result<(RunSummary, RunSeries), RunError> {
+        let wall = std::time::Instant::now();
+        let r = self.r;
+        let start = self.net.fabric.now();
+        let end = start + Duration::from_nanos(r.duration_ns);
+        let half = start + Duration::from_nanos(r.duration_ns / 2);
+        let limit = end
+            + r.drain_limit_ns
+                .map_or(DEFAULT_DRAIN_LIMIT, Duration::from_nanos);
+        let qs = Duration::from_nanos(r.queue_sample_ns.max(1));
+        let rs = Duration::from_nanos(r.rate_sample_ns.max(1));
+        self.set_up_queue_records(qs)?;
         let mut link_events = r.link_events.iter().peekable();
         let mut next_q = start;
         let mut next_r = start + rs;
@@ -1015,9 +1178,11 @@ impl<'a> LabRun<'a> {
                 for f in &mut self.flows {
                     f.at_half = f.completed;
                 }
+                self.tx_at_half = self.port_tx_bytes();
             }
             if !end_done && now >= end {
                 end_done = true;
+                self.tx_at_end = self.port_tx_bytes();
                 for i in 0..self.flows.len() {
                     self.flows[i].at_end = self.flows[i].completed;
                     // Long flows stop posting now: settle those idle.
@@ -1185,6 +1350,7 @@ impl<'a> LabRun<'a> {
             f.shared += c.dropped_shared_buffer;
             f.headroom += c.dropped_headroom;
             f.no_route += c.dropped_no_route;
+            f.ttl += c.dropped_ttl;
         }
         f
     }
@@ -1227,6 +1393,8 @@ impl<'a> LabRun<'a> {
         let fabric = &self.net.fabric;
         let events = fabric.events_processed();
         let long = &flows.long;
+        let specs: Vec<&FlowSpec> = self.flows.iter().map(|f| &f.spec).collect();
+        let (collectives, collective_steps) = super::collective::measure(&specs, &flows.flows);
         let summary = RunSummary {
             name: String::new(),
             duration_ns: r.duration_ns,
@@ -1255,18 +1423,23 @@ impl<'a> LabRun<'a> {
                 .map(|&b| b as f64 * 8.0 / dur_s)
                 .collect(),
             fct: slowdown_by_bucket(&flows.fct),
+            fct_hpcc: super::fct::run_table(&flows.flows, r),
+            cc: cc_label(&r.transport.cc),
+            rtt_second_half: self.rtt_summary(),
             hot_port: hot.as_ref().map(|(n, _, _)| n.clone()),
+            hot_port_utilisation: hot.as_ref().and_then(|(n, _, _)| self.utilisation(n)),
             queue: hot.as_ref().map(|h| h.1).unwrap_or_default(),
             queue_second_half: hot.as_ref().map(|h| h.2).unwrap_or_default(),
             ecn_marked: sw.ecn_marked,
             cnp_sent: totals.np_cnp_sent,
             cnp_handled: totals.rp_cnp_handled,
-            drops: sw.egress + sw.down + sw.shared + sw.headroom + sw.no_route,
+            drops: sw.egress + sw.down + sw.shared + sw.headroom + sw.no_route + sw.ttl,
             drops_shared_buffer: sw.shared,
             drops_headroom: sw.headroom,
             drops_egress: sw.egress,
             drops_link_down: sw.down,
             drops_no_route: sw.no_route,
+            drops_ttl: sw.ttl,
             drops_by_priority: sw.by_priority,
             pfc_frames,
             paused_ns,
@@ -1279,11 +1452,15 @@ impl<'a> LabRun<'a> {
                 .iter()
                 .map(|d| self.deadlock_text(d))
                 .collect(),
+            collectives,
             events,
             wall_s,
             events_per_s: events as f64 / wall_s.max(1e-9),
         };
+        let starts: Vec<Option<u64>> = flows.flows.iter().map(|f| f.start_ns).collect();
+        self.series.throughput = self.throughput.series(r.rate_sample_ns, &starts);
         self.series.flows = flows.flows;
+        self.series.collective_steps = collective_steps;
         (summary, self.series)
     }
 

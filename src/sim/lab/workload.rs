@@ -25,10 +25,16 @@
 //! - `all-to-all`: `hosts` (default `all`), `size_kb`: every host sends
 //!   `size_kb` to every other at `start_us`.
 //! - `allreduce`: `hosts` (default `all`, at least 2; the ring in the
-//!   listed order), `size_kb`: a ring all-reduce of N hosts takes 2(N-1)
-//!   steps (rounds); in each, every host sends size/N (rounded up) to its
-//!   successor. A host's step k+1 waits (`after`) until it has received
-//!   its predecessor's step k.
+//!   listed order), `size_kb`, `count` (default 1), `repeat_us`: a ring
+//!   all-reduce of N hosts takes 2(N-1) steps (rounds); in each, every
+//!   host sends size/N (rounded up) to its successor. A host's step k+1
+//!   waits (`after`) until its predecessor's step k, sent to it, has
+//!   completed. `count` repetitions (a flow's `repetition`) run one
+//!   after the other: each starts once every flow of the one before has
+//!   completed (a barrier, as a training step's next all-reduce waits
+//!   for the last), and, with `repeat_us`, not before `start_us +
+//!   r x repeat_us` (repetition r from 0; without `count`, as many as
+//!   start before the posting phase ends).
 //! - `cdf`: `file` (required; relative to the experiment's folder),
 //!   `load` (required, in (0, 1]), `hosts` (default `all`, at least 2),
 //!   `stop_us` (default: the end), `max_flows` (default 100000): each
@@ -36,13 +42,40 @@
 //!   of its link with the distribution's mean size (`load x rate / (8 x
 //!   mean)` flows per second, headers not counted), each to a host drawn
 //!   uniformly from the others, with a size drawn from the file. Only the
-//!   first `max_flows` arrivals are kept.
+//!   first `max_flows` arrivals are kept. The file may be in the HPCC
+//!   simulator's format (`size cumulative_percent` rows; a last value of
+//!   100 is read as percent).
+//! - `flow-file`: `file` (required; relative to the experiment's folder),
+//!   `hosts`, `time_zero_s` (default 0), `stop_us`: one flow per line of
+//!   a flow list of the HPCC simulator (format:
+//!   [`super::config::parse_flow_list`]), starting at `start_us` plus its
+//!   time after `time_zero_s` (its `traffic_gen.py` starts flows at 2 s:
+//!   `time_zero_s = 2`). Node id i is the host `n<i>` of an `hpcc`
+//!   topology, or the i-th host of `hosts` (default `all`, in topology
+//!   order: a `fat-tree`'s hosts are numbered as the HPCC simulator's
+//!   `fat.txt` numbers them). A flow starting at or after the end of the
+//!   posting phase is an error, unless `stop_us` is given: flows from
+//!   `stop_us` on are then left out.
+//! - `poisson-incast`: `fan_in`, `size_kb`, `load` (required), `hosts`
+//!   (default `all`), `to` (default: drawn per incast), `stop_us`,
+//!   `max_flows` (default 100000): incasts arrive as a Poisson process;
+//!   in each, `fan_in` distinct hosts of `hosts` (drawn uniformly, never
+//!   the receiver) send `size_kb` each to one receiver (`to`, or a host
+//!   of `hosts` drawn uniformly). The rate makes the incast bytes `load`
+//!   of the summed link rates of `hosts`, the basis of `cdf`'s `load`:
+//!   `load x sum(rate) / (8 x fan_in x size)` incasts per second, headers
+//!   not counted. So beside a `cdf` workload at load L over the same
+//!   hosts, `load = L x s / (1 - s)` makes the incasts the share s of all
+//!   traffic, as the HPCC paper adds incasts to its background traffic
+//!   (Li et al., SIGCOMM 2019, section 5). Each incast is a `round`; only
+//!   whole incasts within `max_flows` are kept.
 //!
 //! # Determinism
 //!
 //! Flows are a function of the settings, the topology and the seed. Each
 //! `cdf` source draws from its own stream ([`Rng`], seeded from the seed,
-//! the workload's number and the source's position), so a workload's
+//! the workload's number and the source's position), and each
+//! `poisson-incast` workload from one of its own, so a workload's
 //! flows do not change when another workload is added after it. The list is
 //! sorted by start time, then by the order the workloads made them
 //! (workload by workload, each in the order above), and numbered in that
@@ -51,12 +84,12 @@
 
 #![deny(unsafe_code)]
 use super::config::{kb, us, KeyError, LabConfig, LabConfigError, TopologySpec, WorkloadKind};
+use super::config::{load_flow_list, TopologyKind};
 use super::config::{Names, WorkloadConfig, MAX_BYTES, MAX_DURATION_NS, MAX_FLOWS};
 use crate::backend::fabric::Rng;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::fmt;
 use std::io::Read;
 use std::path::Path;
 
@@ -89,6 +122,9 @@ pub struct FlowSpec {
     pub workload: usize,
     /// Its incast repetition or all-reduce step (0 otherwise).
     pub round: u32,
+    /// An all-reduce's flows: which of its repetitions this flow is
+    /// part of (`round` is its step). `None` for other kinds.
+    pub repetition: Option<u32>,
     /// Its label: its workload's `tag`, or the kind's name.
     pub tag: String,
 }
@@ -118,11 +154,29 @@ enum Plan {
         hosts: Vec<usize>,
         chunk: u64,
         start: u64,
+        /// The earliest start of each repetition after the first, ns.
+        every: u64,
+        repetitions: u64,
     },
     Cdf {
         hosts: Vec<usize>,
         cdf: Cdf,
         load: f64,
+        start: u64,
+        stop: u64,
+        max_flows: u64,
+    },
+    /// (src, dst, bytes, start_ns), in file order.
+    FlowFile {
+        flows: Vec<(usize, usize, u64, u64)>,
+    },
+    PoissonIncast {
+        hosts: Vec<usize>,
+        to: Option<usize>,
+        fan_in: usize,
+        bytes: u64,
+        /// Incasts per nanosecond.
+        lambda: f64,
         start: u64,
         stop: u64,
         max_flows: u64,
@@ -149,9 +203,8 @@ fn keys_of(kind: WorkloadKind) -> &'static [&'static str] {
             "repeat_us",
             "count",
         ],
-        WorkloadKind::AllToAll | WorkloadKind::Allreduce => {
-            &["tag", "hosts", "size_kb", "start_us"]
-        }
+        WorkloadKind::AllToAll => &["tag", "hosts", "size_kb", "start_us"],
+        WorkloadKind::Allreduce => &["tag", "hosts", "size_kb", "start_us", "repeat_us", "count"],
         WorkloadKind::Cdf => &[
             "tag",
             "hosts",
@@ -161,10 +214,22 @@ fn keys_of(kind: WorkloadKind) -> &'static [&'static str] {
             "stop_us",
             "max_flows",
         ],
+        WorkloadKind::FlowFile => &["tag", "file", "hosts", "start_us", "stop_us", "time_zero_s"],
+        WorkloadKind::PoissonIncast => &[
+            "tag",
+            "hosts",
+            "to",
+            "fan_in",
+            "size_kb",
+            "load",
+            "start_us",
+            "stop_us",
+            "max_flows",
+        ],
     }
 }
 
-fn given(w: &WorkloadConfig) -> [(&'static str, bool); 13] {
+fn given(w: &WorkloadConfig) -> [(&'static str, bool); 15] {
     [
         ("tag", w.tag.is_some()),
         ("from", w.from.is_some()),
@@ -179,6 +244,8 @@ fn given(w: &WorkloadConfig) -> [(&'static str, bool); 13] {
         ("file", w.file.is_some()),
         ("load", w.load.is_some()),
         ("max_flows", w.max_flows.is_some()),
+        ("fan_in", w.fan_in.is_some()),
+        ("time_zero_s", w.time_zero_s.is_some()),
     ]
 }
 
@@ -358,9 +425,7 @@ impl Check<'_> {
             ));
         }
         let bytes = self.size()?;
-        if w.count == Some(0) {
-            return Err(KeyError::new(self.key("count"), "must be at least 1"));
-        }
+        self.count_above_0()?;
         let (every, rounds) = match w.repeat_us {
             None if w.count.unwrap_or(1) > 1 => {
                 return Err(KeyError::new(
@@ -369,14 +434,7 @@ impl Check<'_> {
                 ))
             }
             None => (0, 1),
-            Some(v) => {
-                let every = us(&self.key("repeat_us"), v, MAX_DURATION_NS)?;
-                if every == 0 {
-                    return Err(KeyError::new(self.key("repeat_us"), "must be above 0"));
-                }
-                let fit = (duration - start - 1) / every + 1;
-                (every, w.count.map_or(fit, |c| c.min(fit)))
-            }
+            Some(_) => self.period(start, duration)?,
         };
         let flows = senders.len() as u64 * rounds;
         let plan = Plan::Incast {
@@ -386,6 +444,49 @@ impl Check<'_> {
             start,
             every,
             rounds,
+        };
+        Ok((plan, flows))
+    }
+
+    /// `count` must be at least 1 when given.
+    fn count_above_0(&self) -> Result<(), KeyError> {
+        if self.w.count == Some(0) {
+            return Err(KeyError::new(self.key("count"), "must be at least 1"));
+        }
+        Ok(())
+    }
+
+    /// `repeat_us` (given) in ns and the repetitions: `count`, cut to
+    /// those that start before the posting phase of `duration` ns ends
+    /// (all of them without `count`).
+    fn period(&self, start: u64, duration: u64) -> Result<(u64, u64), KeyError> {
+        let v = self.w.repeat_us.unwrap_or(0.0);
+        let every = us(&self.key("repeat_us"), v, MAX_DURATION_NS)?;
+        if every == 0 {
+            return Err(KeyError::new(self.key("repeat_us"), "must be above 0"));
+        }
+        let fit = (duration - start - 1) / every + 1;
+        Ok((every, self.w.count.map_or(fit, |c| c.min(fit))))
+    }
+
+    /// An `allreduce` workload and its number of flows: `count`
+    /// repetitions back to back, or paced by `repeat_us`.
+    fn allreduce(&self, start: u64, duration: u64) -> Result<(Plan, u64), KeyError> {
+        let hosts = self.at_least_two()?;
+        let n = hosts.len() as u64;
+        let chunk = self.size()?.div_ceil(n);
+        self.count_above_0()?;
+        let (every, repetitions) = match self.w.repeat_us {
+            None => (0, self.w.count.unwrap_or(1)),
+            Some(_) => self.period(start, duration)?,
+        };
+        let flows = n * 2 * (n - 1) * repetitions;
+        let plan = Plan::Allreduce {
+            hosts,
+            chunk,
+            start,
+            every,
+            repetitions,
         };
         Ok((plan, flows))
     }
@@ -400,7 +501,37 @@ impl Check<'_> {
             .ok_or_else(|| KeyError::new(self.key("file"), "is required"))?;
         let cdf =
             Cdf::load(&self.cfg.dir.join(file)).map_err(|e| KeyError::new(self.key("file"), e))?;
-        let load = w
+        let load = self.load()?;
+        let max_flows = self.max_flows()?;
+        let plan = Plan::Cdf {
+            hosts,
+            cdf,
+            load,
+            start,
+            stop,
+            max_flows,
+        };
+        Ok((plan, max_flows))
+    }
+}
+
+impl Check<'_> {
+    /// `max_flows` (default [`DEFAULT_MAX_FLOWS`]), in 1..=[`MAX_FLOWS`].
+    fn max_flows(&self) -> Result<u64, KeyError> {
+        let max_flows = self.w.max_flows.unwrap_or(DEFAULT_MAX_FLOWS);
+        if !(1..=MAX_FLOWS).contains(&max_flows) {
+            return Err(KeyError::new(
+                self.key("max_flows"),
+                format!("{max_flows} is outside 1..={MAX_FLOWS}"),
+            ));
+        }
+        Ok(max_flows)
+    }
+
+    /// `load`, in (0, 1].
+    fn load(&self) -> Result<f64, KeyError> {
+        let load = self
+            .w
             .load
             .ok_or_else(|| KeyError::new(self.key("load"), "is required"))?;
         if !(load > 0.0 && load <= 1.0) {
@@ -409,17 +540,164 @@ impl Check<'_> {
                 format!("{load} is outside (0, 1]"),
             ));
         }
-        let max_flows = w.max_flows.unwrap_or(DEFAULT_MAX_FLOWS);
-        if !(1..=MAX_FLOWS).contains(&max_flows) {
+        Ok(load)
+    }
+
+    /// A `flow-file` workload: the file's flows, each at `start` plus its
+    /// time after `time_zero_s`, and their number.
+    fn flow_file(&self, start: u64, stop: u64) -> Result<(Plan, u64), KeyError> {
+        let w = self.w;
+        let topo = self.topo;
+        let file = w
+            .file
+            .as_ref()
+            .ok_or_else(|| KeyError::new(self.key("file"), "is required"))?;
+        let path = self.cfg.dir.join(file);
+        let zero = w.time_zero_s.unwrap_or(0.0);
+        if !(zero.is_finite() && zero >= 0.0) {
             return Err(KeyError::new(
-                self.key("max_flows"),
-                format!("{max_flows} is outside 1..={MAX_FLOWS}"),
+                self.key("time_zero_s"),
+                format!("{zero} is not a time of at least 0 seconds"),
             ));
         }
-        let plan = Plan::Cdf {
+        // Node id -> host: the list `hosts` gives, else the hpcc
+        // topology's `n<id>`, else the topology's host order.
+        let by_node: Vec<Option<usize>> =
+            if w.hosts.is_none() && self.cfg.topology.kind == TopologyKind::Hpcc {
+                let mut v = Vec::new();
+                for (h, spec) in topo.hosts.iter().enumerate() {
+                    if let Some(id) = spec.name.strip_prefix('n').and_then(|i| i.parse().ok()) {
+                        let id: usize = id;
+                        if v.len() <= id {
+                            v.resize(id + 1, None);
+                        }
+                        v[id] = Some(h);
+                    }
+                }
+                v
+            } else {
+                self.hosts("hosts", &w.hosts, Some("all"))?
+                    .into_iter()
+                    .map(Some)
+                    .collect()
+            };
+        let whose = if w.hosts.is_some() {
+            "of the list `hosts`"
+        } else if self.cfg.topology.kind == TopologyKind::Hpcc {
+            "of the topology file"
+        } else {
+            "of the topology (node i is the i-th host of `all`)"
+        };
+        let err = |line: usize, msg: String| {
+            KeyError::new(
+                self.key("file"),
+                format!("{}:{line}: {msg}", path.display()),
+            )
+        };
+        let list = load_flow_list(&path).map_err(|e| KeyError::new(self.key("file"), e))?;
+        let mut flows = Vec::with_capacity(list.len());
+        for f in &list {
+            let host = |id: usize| {
+                by_node
+                    .get(id)
+                    .copied()
+                    .flatten()
+                    .ok_or_else(|| err(f.line, format!("node {id} is not a host {whose}")))
+            };
+            let (src, dst) = (host(f.src)?, host(f.dst)?);
+            if src == dst {
+                return Err(err(
+                    f.line,
+                    format!("nodes {} and {} are the same host", f.src, f.dst),
+                ));
+            }
+            if f.start_s < zero {
+                return Err(err(
+                    f.line,
+                    format!("starts at {} s, before time_zero_s ({zero} s)", f.start_s),
+                ));
+            }
+            let after = ((f.start_s - zero) * 1e9).round();
+            let at = start as f64 + after;
+            if at >= stop as f64 {
+                if w.stop_us.is_some() {
+                    continue;
+                }
+                return Err(err(
+                    f.line,
+                    format!(
+                        "starts at {} s, {} us into the run: not before the end of the posting \
+                         phase (duration_us = {}); lengthen duration_us, move time_zero_s, or \
+                         set stop_us to leave later flows out",
+                        f.start_s,
+                        at / 1e3,
+                        self.cfg.duration_us
+                    ),
+                ));
+            }
+            flows.push((src, dst, f.bytes, at as u64));
+        }
+        let n = flows.len() as u64;
+        Ok((Plan::FlowFile { flows }, n))
+    }
+
+    /// A `poisson-incast` workload and the most flows it makes.
+    fn poisson_incast(&self, start: u64, stop: u64) -> Result<(Plan, u64), KeyError> {
+        let w = self.w;
+        let hosts = self.hosts("hosts", &w.hosts, Some("all"))?;
+        let to = match &w.to {
+            None => None,
+            Some(_) => {
+                let t = self.hosts("to", &w.to, None)?;
+                let [t] = t[..] else {
+                    return Err(KeyError::new(
+                        self.key("to"),
+                        format!("names {} hosts; an incast has one receiver", t.len()),
+                    ));
+                };
+                Some(t)
+            }
+        };
+        let fan_in = w
+            .fan_in
+            .ok_or_else(|| KeyError::new(self.key("fan_in"), "is required"))?;
+        // The receiver is one of `hosts`, or `to` (which may be outside).
+        let others = hosts.iter().filter(|&&h| Some(h) != to).count() as u64;
+        let most = if to.is_some() {
+            others
+        } else {
+            others.saturating_sub(1)
+        };
+        if fan_in == 0 || fan_in > most {
+            return Err(KeyError::new(
+                self.key("fan_in"),
+                format!(
+                    "{fan_in} is outside 1..={most}: the senders are distinct hosts of `hosts`, \
+                     not the receiver"
+                ),
+            ));
+        }
+        let bytes = self.size()?;
+        let load = self.load()?;
+        let max_flows = self.max_flows()?;
+        if max_flows < fan_in {
+            return Err(KeyError::new(
+                self.key("max_flows"),
+                format!("{max_flows} is below fan_in ({fan_in}): not one incast fits"),
+            ));
+        }
+        let capacity: f64 = hosts
+            .iter()
+            .map(|&h| self.topo.hosts[h].link.rate_bps as f64)
+            .sum();
+        // Incasts per nanosecond: the load's bits over an incast's.
+        let lambda = load * capacity / (8.0 * fan_in as f64 * bytes as f64) / 1e9;
+        let plan = Plan::PoissonIncast {
             hosts,
-            cdf,
-            load,
+            to,
+            fan_in: fan_in as usize,
+            bytes,
+            lambda,
             start,
             stop,
             max_flows,
@@ -454,20 +732,10 @@ fn prepare(
                 n * (n - 1),
             )
         }
-        WorkloadKind::Allreduce => {
-            let hosts = c.at_least_two()?;
-            let n = hosts.len() as u64;
-            let chunk = c.size()?.div_ceil(n);
-            (
-                Plan::Allreduce {
-                    hosts,
-                    chunk,
-                    start,
-                },
-                n * 2 * (n - 1),
-            )
-        }
+        WorkloadKind::Allreduce => c.allreduce(start, duration)?,
         WorkloadKind::Cdf => c.cdf(start, stop)?,
+        WorkloadKind::FlowFile => c.flow_file(start, stop)?,
+        WorkloadKind::PoissonIncast => c.poisson_incast(start, stop)?,
     };
     Ok(Prepared {
         plan,
@@ -534,7 +802,6 @@ pub fn generate(
 }
 
 fn emit(out: &mut Vec<FlowSpec>, w: usize, p: &Prepared, topo: &TopologySpec, seed: u64) {
-    let first = out.len();
     let mut push = |src, dst, bytes, start_ns, stop_ns, after, round| {
         let id = out.len();
         out.push(FlowSpec {
@@ -547,6 +814,7 @@ fn emit(out: &mut Vec<FlowSpec>, w: usize, p: &Prepared, topo: &TopologySpec, se
             after,
             workload: w,
             round,
+            repetition: None,
             tag: p.tag.clone(),
         });
         id
@@ -590,25 +858,7 @@ fn emit(out: &mut Vec<FlowSpec>, w: usize, p: &Prepared, topo: &TopologySpec, se
                 }
             }
         }
-        Plan::Allreduce {
-            hosts,
-            chunk,
-            start,
-        } => {
-            let n = hosts.len();
-            // Step k of position p is flow first + k * n + p.
-            for k in 0..2 * (n - 1) {
-                for pos in 0..n {
-                    let after = if k == 0 {
-                        Vec::new()
-                    } else {
-                        vec![first + (k - 1) * n + (pos + n - 1) % n]
-                    };
-                    let dst = hosts[(pos + 1) % n];
-                    push(hosts[pos], dst, Some(*chunk), *start, None, after, k as u32);
-                }
-            }
-        }
+        Plan::Allreduce { .. } => allreduce_flows(out, w, p),
         Plan::Cdf {
             hosts,
             cdf,
@@ -651,6 +901,97 @@ fn emit(out: &mut Vec<FlowSpec>, w: usize, p: &Prepared, topo: &TopologySpec, se
                 heap.push(Reverse((at[pos] as u64, pos)));
             }
         }
+        Plan::FlowFile { flows } => {
+            for &(src, dst, bytes, at) in flows {
+                push(src, dst, Some(bytes), at, None, Vec::new(), 0);
+            }
+        }
+        Plan::PoissonIncast {
+            hosts,
+            to,
+            fan_in,
+            bytes,
+            lambda,
+            start,
+            stop,
+            max_flows,
+        } => {
+            let mut rng = Rng::new(stream_seed(seed, w, 0));
+            let mut t = *start as f64 + exponential(&mut rng, *lambda);
+            let mut made = 0u64;
+            let mut round = 0u32;
+            let mut pool = Vec::with_capacity(hosts.len());
+            while t < *stop as f64 && made + *fan_in as u64 <= *max_flows {
+                let recv = match to {
+                    Some(r) => *r,
+                    None => hosts[rng.below(hosts.len() as u64) as usize],
+                };
+                pool.clear();
+                pool.extend(hosts.iter().copied().filter(|&h| h != recv));
+                // The first fan_in of a partial Fisher-Yates shuffle.
+                for i in 0..*fan_in {
+                    let j = i + rng.below((pool.len() - i) as u64) as usize;
+                    pool.swap(i, j);
+                    push(
+                        pool[i],
+                        recv,
+                        Some(*bytes),
+                        t as u64,
+                        None,
+                        Vec::new(),
+                        round,
+                    );
+                }
+                made += *fan_in as u64;
+                round = round.saturating_add(1);
+                t += exponential(&mut rng, *lambda);
+            }
+        }
+    }
+}
+
+/// The flows of `allreduce` workload `w` (see the module docs).
+fn allreduce_flows(out: &mut Vec<FlowSpec>, w: usize, p: &Prepared) {
+    let Plan::Allreduce {
+        hosts,
+        chunk,
+        start,
+        every,
+        repetitions,
+    } = &p.plan
+    else {
+        return;
+    };
+    let first = out.len();
+    let n = hosts.len();
+    let steps = 2 * (n - 1);
+    // Step k of position p in repetition r is flow
+    // first + (r * steps + k) * n + p.
+    for r in 0..*repetitions as usize {
+        let base = first + r * steps * n;
+        for k in 0..steps {
+            for pos in 0..n {
+                let after = match (k, r) {
+                    (0, 0) => Vec::new(),
+                    // The barrier: every flow of the last step before.
+                    (0, _) => (base - n..base).collect(),
+                    _ => vec![base + (k - 1) * n + (pos + n - 1) % n],
+                };
+                out.push(FlowSpec {
+                    id: out.len(),
+                    src: hosts[pos],
+                    dst: hosts[(pos + 1) % n],
+                    bytes: Some(*chunk),
+                    start_ns: start + r as u64 * every,
+                    stop_ns: None,
+                    after,
+                    workload: w,
+                    round: k as u32,
+                    repetition: Some(r as u32),
+                    tag: p.tag.clone(),
+                });
+            }
+        }
     }
 }
 
@@ -685,25 +1026,8 @@ pub struct Cdf {
 }
 
 /// Why a CDF file cannot be used; `line` is 1-based (0: the whole file).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CdfError {
-    /// The line at fault, from 1; 0: the whole file.
-    pub line: usize,
-    /// What is wrong.
-    pub msg: String,
-}
-
-impl fmt::Display for CdfError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.line == 0 {
-            f.write_str(&self.msg)
-        } else {
-            write!(f, "line {}: {}", self.line, self.msg)
-        }
-    }
-}
-
-impl std::error::Error for CdfError {}
+/// The same error as the HPCC simulator's other files give.
+pub type CdfError = super::config::LineError;
 
 impl Cdf {
     /// Reads rows of `size_bytes cumulative`, separated by commas and/or
@@ -886,7 +1210,7 @@ pub fn ideal_fct_ns(bytes: u64, rate_bps: u64, base_rtt_ns: u64, mtu: u32) -> u6
 }
 
 /// Flow sizes for slowdown reporting (KB = 1000 bytes).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum SizeBucket {
     /// At most 10 KB.
     #[serde(rename = "<=10KB")]
@@ -958,7 +1282,7 @@ impl FctSample {
 }
 
 /// The slowdowns of one size bucket; `None` without flows.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct SlowdownStats {
     /// The size bucket.
     pub bucket: SizeBucket,
@@ -968,6 +1292,8 @@ pub struct SlowdownStats {
     pub mean: Option<f64>,
     /// The median slowdown (nearest rank).
     pub p50: Option<f64>,
+    /// The 95th percentile slowdown (nearest rank).
+    pub p95: Option<f64>,
     /// The 99th percentile slowdown (nearest rank).
     pub p99: Option<f64>,
 }
@@ -994,6 +1320,7 @@ pub fn slowdown_by_bucket(samples: &[FctSample]) -> Vec<SlowdownStats> {
                 count: v.len(),
                 mean: (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64),
                 p50: pct(50.0),
+                p95: pct(95.0),
                 p99: pct(99.0),
             }
         })

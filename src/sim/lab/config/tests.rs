@@ -60,7 +60,19 @@ fn an_incast_topology_has_a_receiver_and_n_senders_on_one_switch() {
         (8, 14, 7)
     );
     assert_eq!(r.transport.traffic_class, 106);
+    assert!(r.transport.icrc_offload && !r.transport.place_writes);
     assert_eq!(r.queues, QueueSelect::Bottleneck);
+}
+
+/// The NICs' offloads are plain switches: a value that is not a boolean
+/// is refused, naming the file and the key.
+#[test]
+fn the_nic_offloads_take_booleans_only() {
+    for key in ["transport.icrc_offload", "transport.place_writes"] {
+        let e = error_with(key, "\"yes\"").to_string();
+        let field = key.trim_start_matches("transport.");
+        assert!(e.contains("t.toml") && e.contains(field), "{e}");
+    }
 }
 
 #[test]
@@ -1034,6 +1046,8 @@ mod no_panics {
         "transport.message_kb",
         "transport.window",
         "transport.timeout",
+        "transport.icrc_offload",
+        "transport.place_writes",
         "workload.0.from",
         "workload.0.stop_us",
         "workload.1.senders",
@@ -1052,6 +1066,14 @@ mod no_panics {
         "route.0.via",
         "route.0.dst",
         "output.queues",
+        "switch.ecn.scale_per_25g",
+        "switch.pfc.threshold",
+        "switch.pfc.alpha",
+        "switch.pfc.resume_offset_kb",
+        "output.fct_tags",
+        "output.fct_bin_pct",
+        "output.throughput_flows",
+        "output.throughput_tags",
         "sweep.key",
         "variant.0.name",
         "nonsense.key",
@@ -1136,4 +1158,384 @@ mod no_panics {
             }
         }
     }
+}
+
+#[test]
+fn transport_cc_takes_every_rate_control_by_name_and_every_shipped_parameter_file() {
+    let topo = "kind = \"incast\"\nsenders = 2";
+    for name in crate::cc::CcConfig::NAMES {
+        let r = one(&file(
+            "",
+            topo,
+            &format!("[transport]\ncc = \"{name}\"\n{LONG}"),
+        ));
+        assert_eq!(r.transport.cc.name(), name);
+    }
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/cc");
+    let mut files = 0;
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "toml") {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            let text = file(
+                "",
+                topo,
+                &format!("[transport]\ncc = \"../cc/{name}\"\n{LONG}"),
+            );
+            let r = one(&text);
+            assert!(
+                crate::cc::CcConfig::NAMES.contains(&r.transport.cc.name()),
+                "{name}"
+            );
+            files += 1;
+        }
+    }
+    assert!(files >= 2, "{}", dir.display());
+}
+
+/// A file of `topo` with one long flow, planned with `dir` as its folder.
+fn plan_in(dir: &Path, topo: &str) -> Result<LabPlan, LabConfigError> {
+    LabFile::parse(&file("", topo, LONG), "t.toml", dir)?.plan()
+}
+
+const HPCC_320: &str = "kind = \"fat-tree\"\npods = 5\ntors_per_pod = 4\naggs_per_pod = 4\n\
+                        cores = 16\nhosts_per_tor = 16\nhost_link = { rate_gbps = 100 }\n\
+                        fabric_link = { rate_gbps = 400 }";
+
+#[test]
+fn a_k_ary_fat_tree_has_k_pods_and_routes_from_the_first_pod_to_the_last() {
+    let t = one(&file("", "kind = \"fat-tree\"\nk = 4", LONG)).topology;
+    // k^3/4 hosts; k pods of k/2 + k/2 switches and (k/2)^2 cores.
+    assert_eq!((t.hosts.len(), t.switches.len()), (16, 20));
+    // Each ToR to its pod's 2 aggs (16 links); each agg to 2 cores (16).
+    assert_eq!(t.links.len(), 32);
+    let sw = |n: &str| t.switch_index(n).unwrap();
+    assert_eq!(t.hosts[0].name, "h0");
+    assert_eq!(t.hosts[0].switch, sw("tor0"));
+    assert_eq!(t.hosts[15].switch, sw("tor7"));
+    assert_eq!(t.group("tor1"), Some(&[2, 3][..]));
+    assert_eq!(t.group("pod3"), Some(&[12, 13, 14, 15][..]));
+    assert_eq!(t.group("all").unwrap().len(), 16);
+    // tor2 (pod 1) reaches agg2 and agg3; agg j of each pod reaches
+    // cores 2j and 2j + 1.
+    assert_eq!(t.links_between(sw("tor2"), sw("agg2")).len(), 1);
+    assert_eq!(t.links_between(sw("tor2"), sw("agg3")).len(), 1);
+    assert!(t.links_between(sw("tor2"), sw("agg0")).is_empty());
+    for (agg, cores) in [("agg0", [0, 1]), ("agg3", [2, 3]), ("agg6", [0, 1])] {
+        for c in 0..4 {
+            let linked = !t.links_between(sw(agg), sw(&format!("core{c}"))).is_empty();
+            assert_eq!(linked, cores.contains(&c), "{agg} core{c}");
+        }
+    }
+    // h0 (pod 0) to h15 (pod 3): host, ToR, agg, core, agg, ToR, host.
+    let p = t.path(0, 15).unwrap();
+    assert_eq!(
+        (p.hops, p.bottleneck_bps, p.delay_ns),
+        (6, 100_000_000_000, 6000)
+    );
+    // Within a pod: up to an agg and down; within a ToR: one switch.
+    assert_eq!(t.path(0, 2).unwrap().hops, 4);
+    assert_eq!(t.path(0, 1).unwrap().hops, 2);
+}
+
+/// The HPCC simulator's 320-host fat tree in its own topology format,
+/// written from the wiring of its `simulation/mix/fat.txt`: hosts 0..319
+/// on ToRs 320..339 (16 each); ToR 320 + t to aggregation switches
+/// 340 + 4 (t / 4) .. + 3; aggregation switch 340 + a to cores
+/// 360 + 4 (a % 4) .. + 3.
+fn hpcc_fat_tree_file() -> String {
+    let mut links = Vec::new();
+    for h in 0..320 {
+        links.push(format!("{h} {} 100Gbps 1000ns 0.000000", 320 + h / 16));
+    }
+    for t in 0..20 {
+        for j in 0..4 {
+            links.push(format!(
+                "{} {} 400Gbps 1000ns 0.000000",
+                320 + t,
+                340 + 4 * (t / 4) + j
+            ));
+        }
+    }
+    for a in 0..20 {
+        for c in 0..4 {
+            links.push(format!(
+                "{} {} 400Gbps 1000ns 0.000000",
+                340 + a,
+                360 + 4 * (a % 4) + c
+            ));
+        }
+    }
+    let ids: Vec<String> = (320..376).map(|i| i.to_string()).collect();
+    format!(
+        "376 56 {}\n{}\n{}\n",
+        links.len(),
+        ids.join(" "),
+        links.join("\n")
+    )
+}
+
+#[test]
+fn the_hpcc_papers_320_host_fat_tree_is_wired_as_the_hpcc_simulators_file() {
+    let ft = one(&file("", HPCC_320, LONG)).topology;
+    assert_eq!(
+        (ft.hosts.len(), ft.switches.len(), ft.links.len()),
+        (320, 56, 160)
+    );
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("fat.txt"), hpcc_fat_tree_file()).unwrap();
+    let plan = plan_in(dir.path(), "kind = \"hpcc\"\nfile = \"fat.txt\"").unwrap();
+    let hp = &plan.runs[0].resolved.topology;
+    assert_eq!(
+        (hp.hosts.len(), hp.switches.len(), hp.links.len()),
+        (320, 56, 160)
+    );
+    // Node ids of the HPCC file: ToRs from 320, aggs from 340, cores
+    // from 360.
+    let node = |name: &str| -> String {
+        let n = |p: &str| name.strip_prefix(p).map(|i| i.parse::<usize>().unwrap());
+        let id = n("tor").map(|i| 320 + i).or(n("agg").map(|i| 340 + i));
+        let id = id.or(n("core").map(|i| 360 + i)).or(n("h")).unwrap();
+        format!("n{id}")
+    };
+    for (i, h) in ft.hosts.iter().enumerate() {
+        assert_eq!(node(&h.name), hp.hosts[i].name);
+        assert_eq!(
+            node(&ft.switches[h.switch].name),
+            hp.switches[hp.hosts[i].switch].name
+        );
+        assert_eq!(h.link, hp.hosts[i].link);
+    }
+    let pairs = |t: &TopologySpec, map: &dyn Fn(&str) -> String| {
+        let mut v: Vec<(String, String, LinkSpec)> = t
+            .links
+            .iter()
+            .map(|l| {
+                let (a, b) = (map(&t.switches[l.a].name), map(&t.switches[l.b].name));
+                (a.clone().min(b.clone()), a.max(b), l.link)
+            })
+            .collect();
+        v.sort_by(|x, y| (&x.0, &x.1).cmp(&(&y.0, &y.1)));
+        v
+    };
+    assert_eq!(pairs(&ft, &node), pairs(hp, &|n: &str| n.to_string()));
+    assert!(ft.links.iter().all(|l| l.link.rate_bps == 400_000_000_000));
+    // A host of pod 0 reaches one of the last pod over six links.
+    let p = ft.path(0, 319).unwrap();
+    assert_eq!((p.hops, p.bottleneck_bps), (6, 100_000_000_000));
+    assert_eq!(ft.group("pod4").unwrap().len(), 64);
+    assert_eq!(ft.group("tor19").unwrap().len(), 16);
+}
+
+#[test]
+fn impossible_fat_trees_are_refused_with_the_reason() {
+    let e = |topo: &str| plan(&file("", topo, LONG)).unwrap_err().to_string();
+    let ft = |keys: &str| format!("kind = \"fat-tree\"\n{keys}");
+    assert!(e(&ft("k = 5")).contains("topology.k: 5 is not an even number"));
+    assert!(e(&ft("k = 0")).contains("topology.k: 0 is not an even number"));
+    // k = 26: 4394 hosts.
+    let msg = e(&ft("k = 26"));
+    assert!(
+        msg.contains("topology.k: 338 ToRs of 13 hosts are more than 4096 hosts"),
+        "{msg}"
+    );
+    let explicit = |cores: usize, hosts: usize| {
+        ft(&format!(
+            "pods = 2\ntors_per_pod = 2\naggs_per_pod = 3\ncores = {cores}\nhosts_per_tor = {hosts}"
+        ))
+    };
+    assert!(plan(&file("", &explicit(6, 2), LONG)).is_ok());
+    let msg = e(&explicit(4, 2));
+    assert!(
+        msg.contains("topology.cores: 4 cores do not divide among 3 aggregation switches"),
+        "{msg}"
+    );
+    assert!(e(&explicit(6, 0)).contains("topology.hosts_per_tor: must be at least 1"));
+    assert!(e(&explicit(6, 1025)).contains("more than 4096 hosts"));
+    assert!(e(&ft("pods = 2")).contains("topology.tors_per_pod: is required by fat-tree"));
+    assert!(e(&ft("k = 4\ncores = 4")).contains("topology.cores: is set by k"));
+    let msg = e(&ft(
+        "pods = 3000\ntors_per_pod = 1\naggs_per_pod = 1\ncores = 1\nhosts_per_tor = 1",
+    ));
+    assert!(msg.contains("more than 4096 switches"), "{msg}");
+    let msg = e(&ft(
+        "pods = 1\ntors_per_pod = 300\naggs_per_pod = 300\ncores = 300\nhosts_per_tor = 1",
+    ));
+    assert!(
+        msg.contains("switch-to-switch links, more than 65536"),
+        "{msg}"
+    );
+    // Keys of one kind in another.
+    assert!(e("kind = \"incast\"\nsenders = 2\nk = 4").contains("fat-tree topologies"));
+    assert!(e("kind = \"incast\"\nsenders = 2\nfile = \"x\"").contains("hpcc topologies"));
+}
+
+#[test]
+fn an_hpcc_topology_file_names_its_nodes_by_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let topo = "kind = \"hpcc\"\nfile = \"t.txt\"";
+    // Switch ids 1 and 4; hosts 0, 2, 3, 5 (host 5 on switch 1, so ids
+    // and positions differ); parallel switch links; mixed units.
+    std::fs::write(
+        dir.path().join("t.txt"),
+        "6 2 6\n4 1\n0 1 100Gbps 0.001ms 0\n2 1 25Gb/s 500ns 0\n\n3 4 1.6e1Gbps 2us 0\n\
+         4 5 10GBps 1us 0.000000\n1 4 400Gbps 1us 0\n4 1 400Gbps 1us 0\n",
+    )
+    .unwrap();
+    let r = &plan_in(dir.path(), topo).unwrap().runs[0].resolved;
+    let t = &r.topology;
+    let names = |v: Vec<&str>| v.into_iter().map(String::from).collect::<Vec<_>>();
+    assert_eq!(
+        t.switches
+            .iter()
+            .map(|s| s.name.clone())
+            .collect::<Vec<_>>(),
+        names(vec!["n1", "n4"])
+    );
+    assert_eq!(
+        t.hosts.iter().map(|h| h.name.clone()).collect::<Vec<_>>(),
+        names(vec!["n0", "n2", "n3", "n5"])
+    );
+    let link = |rate_bps: u64, delay_ns: u64| LinkSpec { rate_bps, delay_ns };
+    assert_eq!(t.hosts[0].link, link(100_000_000_000, 1000));
+    assert_eq!(t.hosts[1].link, link(25_000_000_000, 500));
+    assert_eq!(t.hosts[2].link, link(16_000_000_000, 2000));
+    assert_eq!(t.hosts[3].link, link(80_000_000_000, 1000));
+    assert_eq!(t.links.len(), 2);
+    assert_eq!(t.links_between(0, 1), vec![0, 1]);
+    assert_eq!(t.group("n1"), Some(&[0, 1][..]));
+    assert_eq!(t.group("n4"), Some(&[2, 3][..]));
+    assert!(t.port_named("n4:n1#1").is_ok());
+    // fabric_link has no meaning here.
+    let e = plan_in(
+        dir.path(),
+        &format!("{topo}\nfabric_link = {{ rate_gbps = 1 }}"),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("topology.fabric_link: is not used by hpcc"),
+        "{e}"
+    );
+    let e = plan_in(dir.path(), "kind = \"hpcc\"")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("topology.file: is required"), "{e}");
+}
+
+#[test]
+fn each_bad_line_of_an_hpcc_topology_file_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.txt");
+    let err = |text: &str| {
+        std::fs::write(&path, text).unwrap();
+        let e = plan_in(dir.path(), "kind = \"hpcc\"\nfile = \"t.txt\"")
+            .unwrap_err()
+            .to_string();
+        // t.toml: topology.file: <dir>/t.txt:LINE: what
+        assert!(e.starts_with("t.toml: topology.file: "), "{e}");
+        assert!(e.contains(&*path.display().to_string()), "{e}");
+        e.split("t.txt").last().unwrap().to_string()
+    };
+    let ok = "3 1 2\n2\n0 2 100Gbps 1us 0\n1 2 100Gbps 1us 0\n";
+    std::fs::write(&path, ok).unwrap();
+    assert!(plan_in(dir.path(), "kind = \"hpcc\"\nfile = \"t.txt\"").is_ok());
+    let cases = [
+        ("", ": is empty"),
+        (
+            "3 1\n",
+            ":1: expected 3 fields (node count, switch count, link count), found 2",
+        ),
+        ("3 x 2\n", ":1: switch count \"x\" is not a whole number"),
+        ("3 0 2\n\n", ":1: the switch count is 0"),
+        (
+            "3 3 2\n0 1 2\n",
+            ":1: 3 switches among 3 nodes leave no host",
+        ),
+        ("3 1 2\n", ": ends before the line of switch ids (line 2)"),
+        (
+            "3 1 2\n2 1\n",
+            ":2: lists 2 switch ids; line 1 says 1 switches",
+        ),
+        ("3 1 2\n3\n", ":2: switch id 3 is above 2"),
+        ("4 2 2\n3 3\n", ":2: switch id 3 is listed twice"),
+        (
+            "3 1 2\n2\n0 2 100Gbps 1us\n",
+            ":3: expected 5 fields (node, node, rate, delay, error rate), found 4",
+        ),
+        ("3 1 2\n2\n0 5 100Gbps 1us 0\n", ":3: node 5 is above 2"),
+        (
+            "3 1 2\n2\n2 2 100Gbps 1us 0\n",
+            ":3: links node 2 to itself",
+        ),
+        (
+            "3 1 2\n2\n0 2 100Gbit 1us 0\n",
+            ":3: rate \"100Gbit\" has no unit",
+        ),
+        (
+            "3 1 2\n2\n0 2 100Xbps 1us 0\n",
+            ":3: rate \"100Xbps\": unit prefix \"X\"",
+        ),
+        (
+            "3 1 2\n2\n0 2 0Gbps 1us 0\n",
+            ":3: rate \"0Gbps\" is outside",
+        ),
+        (
+            "3 1 2\n2\n0 2 100Gbps 1 0\n",
+            ":3: delay \"1\" needs a unit",
+        ),
+        (
+            "3 1 2\n2\n0 2 100Gbps 1min 0\n",
+            ":3: delay \"1min\": unit \"min\"",
+        ),
+        (
+            "3 1 2\n2\n0 2 100Gbps 1s 0\n",
+            ":3: delay \"1s\" is outside 0..=100 ms",
+        ),
+        (
+            "3 1 2\n2\n0 2 100Gbps 1us 0.01\n",
+            ":3: error rate 0.01: the simulated fabric drops no frame",
+        ),
+        (
+            "3 1 2\n2\n0 2 100Gbps 1us x\n",
+            ":3: error rate \"x\" is not a number",
+        ),
+        (
+            "3 1 2\n2\n0 1 100Gbps 1us 0\n",
+            ":3: links two hosts (0 and 1",
+        ),
+        (
+            "3 1 3\n2\n0 2 100Gbps 1us 0\n1 2 100Gbps 1us 0\n2 0 100Gbps 1us 0\n",
+            ":5: host 0 already has a link (line 3)",
+        ),
+        (
+            "3 1 1\n2\n0 2 100Gbps 1us 0\n1 2 100Gbps 1us 0\n",
+            ":4: a link past the 1 that line 1 announces",
+        ),
+        (
+            "3 1 3\n2\n0 2 100Gbps 1us 0\n1 2 100Gbps 1us 0\n",
+            ": line 1 announces 3 links, but 2 follow",
+        ),
+        (
+            "3 1 1\n2\n0 2 100Gbps 1us 0\n",
+            ": node 1 is a host (not on line 2's switch list) with no link",
+        ),
+    ];
+    for (text, want) in cases {
+        let got = err(text);
+        assert!(got.starts_with(want), "{text:?}: {got}");
+    }
+    // Switches the file leaves apart are refused as any topology's are.
+    std::fs::write(&path, "4 2 2\n2 3\n0 2 1Gbps 1us 0\n1 3 1Gbps 1us 0\n").unwrap();
+    let e = plan_in(dir.path(), "kind = \"hpcc\"\nfile = \"t.txt\"")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("switch n3 is not connected to switch n2"), "{e}");
+    let e = plan_in(dir.path(), "kind = \"hpcc\"\nfile = \"missing.txt\"")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("cannot read") && e.contains("missing.txt"),
+        "{e}"
+    );
 }

@@ -2,12 +2,15 @@
 //! index, host groups, and the lookups by name that the rest of the
 //! description uses.
 
+use super::fattree::FatTree;
+use super::hpcc_files::HpccTopology;
 use super::{
     gbps, us, KeyError, PortRef, TopologyConfig, TopologyKind, MAX_DELAY_NS, MAX_HOSTS, MAX_LINKS,
     MAX_SWITCHES,
 };
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::path::Path;
 
 /// A link's rate and one-way propagation delay.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -145,8 +148,9 @@ fn count(key: &str, v: Option<usize>, kind: TopologyKind, max: usize) -> Result<
 }
 
 impl TopologySpec {
-    /// Builds the topology the `[topology]` table describes.
-    pub(crate) fn build(t: &TopologyConfig) -> Result<TopologySpec, KeyError> {
+    /// Builds the topology the `[topology]` table describes; `dir` is
+    /// where a relative `file` starts (the experiment's folder).
+    pub(crate) fn build(t: &TopologyConfig, dir: &Path) -> Result<TopologySpec, KeyError> {
         use TopologyKind as K;
         let host_link = t.host_link.resolve("topology.host_link")?;
         let fabric_link = match &t.fabric_link {
@@ -168,6 +172,13 @@ impl TopologySpec {
             ("switches", t.switches.is_some(), K::Custom),
             ("hosts", t.hosts.is_some(), K::Custom),
             ("links", t.links.is_some(), K::Custom),
+            ("k", t.k.is_some(), K::FatTree),
+            ("pods", t.pods.is_some(), K::FatTree),
+            ("tors_per_pod", t.tors_per_pod.is_some(), K::FatTree),
+            ("aggs_per_pod", t.aggs_per_pod.is_some(), K::FatTree),
+            ("cores", t.cores.is_some(), K::FatTree),
+            ("hosts_per_tor", t.hosts_per_tor.is_some(), K::FatTree),
+            ("file", t.file.is_some(), K::Hpcc),
         ];
         if let Some((key, _, kind)) = given.iter().find(|(_, g, k)| *g && *k != t.kind) {
             return Err(only_for(key, kind.name(), t.kind));
@@ -253,6 +264,8 @@ impl TopologySpec {
                 }
             }
             K::Custom => topo.build_custom(t, host_link, fabric_link)?,
+            K::FatTree => FatTree::from_config(t)?.build(&mut topo, host_link, fabric_link),
+            K::Hpcc => topo.build_hpcc(t, dir)?,
         }
         if topo.hosts.len() > MAX_HOSTS {
             return Err(KeyError::new(
@@ -389,6 +402,64 @@ impl TopologySpec {
             }
             let link = link_of(l.rate_gbps, l.delay_us, fabric_link, &key)?;
             self.links.push(SwitchLinkSpec { a, b, link });
+        }
+        Ok(())
+    }
+
+    /// The nodes of an HPCC simulator topology file, named `n<id>`: the
+    /// switches and the hosts each in id order, the links in file order;
+    /// a group per switch with hosts, named after it.
+    fn build_hpcc(&mut self, t: &TopologyConfig, dir: &Path) -> Result<(), KeyError> {
+        let file = t.file.as_ref().ok_or_else(|| {
+            KeyError::new(
+                "topology.file",
+                "is required by hpcc topologies (the HPCC simulator's topology file)",
+            )
+        })?;
+        if t.fabric_link.is_some() {
+            return Err(KeyError::new(
+                "topology.fabric_link",
+                "is not used by hpcc topologies: their file gives every link's rate and delay",
+            ));
+        }
+        let h =
+            HpccTopology::load(&dir.join(file)).map_err(|e| KeyError::new("topology.file", e))?;
+        let mut index = vec![0; h.nodes];
+        for id in (0..h.nodes).filter(|&i| h.is_switch[i]) {
+            index[id] = self.switches.len();
+            self.switches.push(SwitchSpec {
+                name: format!("n{id}"),
+            });
+        }
+        let mut host_links = vec![None; h.nodes];
+        for l in &h.links {
+            let link = LinkSpec {
+                rate_bps: l.rate_bps,
+                delay_ns: l.delay_ns,
+            };
+            match (h.is_switch[l.a], h.is_switch[l.b]) {
+                (true, true) => self.links.push(SwitchLinkSpec {
+                    a: index[l.a],
+                    b: index[l.b],
+                    link,
+                }),
+                (true, false) => host_links[l.b] = Some((index[l.a], link)),
+                _ => host_links[l.a] = Some((index[l.b], link)),
+            }
+        }
+        for id in (0..h.nodes).filter(|&i| !h.is_switch[i]) {
+            // The parser gave every host its one link.
+            let Some((switch, link)) = host_links[id] else {
+                continue;
+            };
+            let host = self.hosts.len();
+            self.hosts.push(HostSpec {
+                name: format!("n{id}"),
+                switch,
+                link,
+            });
+            let group = self.switches[switch].name.clone();
+            self.groups.entry(group).or_default().push(host);
         }
         Ok(())
     }

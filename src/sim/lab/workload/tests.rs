@@ -201,6 +201,79 @@ fn a_ring_allreduce_takes_2n_minus_2_dependent_steps() {
 }
 
 #[test]
+fn allreduce_repetitions_wait_for_the_one_before_and_for_repeat_us() {
+    let ar = |extra: &str| {
+        flows(
+            "duration_us = 1000",
+            INCAST8,
+            &format!(
+                "[[workload]]\nkind = \"allreduce\"\nsize_kb = 30\nhosts = [\"s0\", \"s1\", \"s2\"]\n\
+                 start_us = 10\n{extra}"
+            ),
+        )
+    };
+    // Once by default: every flow of repetition 0.
+    let f = ar("");
+    assert_eq!(f.len(), 12);
+    assert!(f.iter().all(|f| f.repetition == Some(0)));
+    // Back to back: repetition r's first step waits for every flow of
+    // the last step of r - 1 (a barrier), and starts no earlier.
+    let f = ar("count = 3");
+    assert_eq!(f.len(), 3 * 12);
+    for fl in &f {
+        let r = fl.repetition.unwrap();
+        assert_eq!(fl.start_ns, 10_000);
+        if fl.round == 0 && r > 0 {
+            let mut deps: Vec<_> = fl
+                .after
+                .iter()
+                .map(|&a| (f[a].repetition, f[a].round))
+                .collect();
+            deps.dedup();
+            assert_eq!(deps, [(Some(r - 1), 3)], "{fl:?}");
+            assert_eq!(fl.after.len(), 3);
+        } else if fl.round > 0 {
+            assert_eq!(f[fl.after[0]].repetition, Some(r));
+        }
+    }
+    // With repeat_us: no earlier than start + r x repeat_us too; without
+    // count, as many as start before the posting phase ends.
+    let f = ar("repeat_us = 400");
+    let mut starts: Vec<_> = f
+        .iter()
+        .map(|f| (f.repetition.unwrap(), f.start_ns))
+        .collect();
+    starts.dedup();
+    assert_eq!(starts, [(0, 10_000), (1, 410_000), (2, 810_000)]);
+    assert!(f
+        .iter()
+        .filter(|f| f.round == 0 && f.repetition > Some(0))
+        .all(|f| f.after.len() == 3));
+    assert_eq!(ar("repeat_us = 400\ncount = 2").len(), 2 * 12);
+    // Other kinds have no repetition.
+    let f = flows("", INCAST8, "[[workload]]\nkind = \"incast\"\nsize_kb = 1");
+    assert!(f.iter().all(|f| f.repetition.is_none()));
+    let e = flows_of(
+        "",
+        INCAST8,
+        "[[workload]]\nkind = \"allreduce\"\nsize_kb = 1\ncount = 0",
+    );
+    assert!(e
+        .unwrap_err()
+        .to_string()
+        .contains("workload.0.count: must be at least 1"));
+    let e = flows_of(
+        "",
+        INCAST8,
+        "[[workload]]\nkind = \"all-to-all\"\nsize_kb = 1\ncount = 2",
+    );
+    assert!(e
+        .unwrap_err()
+        .to_string()
+        .contains("workload.0.count: is not a key of all-to-all"));
+}
+
+#[test]
 fn flows_are_sorted_by_start_across_workloads_and_renumbered() {
     let f = flows(
         "",
@@ -459,4 +532,252 @@ fn slowdowns_are_reported_per_size_bucket() {
         serde_json::json!(">10MB")
     );
     assert!(slowdown_by_bucket(&[]).iter().all(|b| b.count == 0));
+}
+
+#[test]
+fn the_hpcc_simulators_cdf_files_are_read_as_percent_with_their_means() {
+    // The format of traffic_gen's files as they are: no comments.
+    let c = Cdf::parse("0 0\n10000 50\n20000 100\n").unwrap();
+    assert_eq!(c.points(), &[(0.0, 0.0), (10000.0, 0.5), (20000.0, 1.0)]);
+    assert_eq!(c.mean(), 10000.0);
+    // The shipped tabulations, and the means traffic_gen computes.
+    let web = Cdf::load(&lab_dir().join("hpcc-format/websearch.txt")).unwrap();
+    assert_eq!(web.points().len(), 12);
+    assert_eq!(web.points()[1], (10_000.0, 0.15));
+    assert!((web.mean() - 1_711_250.0).abs() < 1e-3, "{}", web.mean());
+    let hadoop = Cdf::load(&lab_dir().join("hpcc-format/fb-hadoop.txt")).unwrap();
+    assert_eq!(hadoop.points().len(), 20);
+    assert_eq!(hadoop.points()[17], (1_000_000.0, 0.975));
+    assert!(
+        (hadoop.mean() - 120_420.75).abs() < 1e-3,
+        "{}",
+        hadoop.mean()
+    );
+    assert_eq!(hadoop.sample(0.5), 700);
+}
+
+/// The flows of `workloads` on the hpcc topology file `topo` (both files
+/// written into a temporary folder with `files`).
+fn flows_in(
+    files: &[(&str, &str)],
+    top: &str,
+    topo: &str,
+    workloads: &str,
+) -> Result<Vec<FlowSpec>, String> {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, text) in files {
+        std::fs::write(dir.path().join(name), text).unwrap();
+    }
+    let text = format!("name = \"w\"\n{top}\n[topology]\n{topo}\n{workloads}\n");
+    let c = LabConfig::parse(&text, "w.toml", dir.path()).map_err(|e| e.to_string())?;
+    let r = c.resolve().map_err(|e| e.to_string())?;
+    let f = generate(&c, &r.topology, 1).map_err(|e| e.to_string())?;
+    assert_eq!(f.len() as u64, r.flows_bound);
+    check_order(&f);
+    Ok(f)
+}
+
+/// Switches 1 and 4; hosts 0, 2, 3 and 5 (positions 0..3).
+const TOPO6: &str = "6 2 5\n1 4\n0 1 100Gbps 1us 0\n2 1 100Gbps 1us 0\n3 4 100Gbps 1us 0\n\
+                     5 4 100Gbps 1us 0\n1 4 100Gbps 1us 0\n";
+const HPCC6: &str = "kind = \"hpcc\"\nfile = \"t.txt\"";
+const FLOWFILE: &str = "[[workload]]\nkind = \"flow-file\"\nfile = \"f.txt\"";
+
+#[test]
+fn a_flow_list_gives_one_sized_flow_per_line_at_its_time() {
+    let list = "3\n5 0 3 100 200000 0.000010\n0 2 3 100 1000 0.000002\n3 5 3 80 7 0.000010\n";
+    let files = [("t.txt", TOPO6), ("f.txt", list)];
+    let f = flows_in(&files, "duration_us = 100", HPCC6, FLOWFILE).unwrap();
+    let got: Vec<_> = f
+        .iter()
+        .map(|f| (f.src, f.dst, f.bytes, f.start_ns, f.tag.as_str()))
+        .collect();
+    // Node ids are the hosts n<id>: 0 -> 0, 2 -> 1, 3 -> 2, 5 -> 3;
+    // sorted by start, file order at equal times.
+    assert_eq!(
+        got,
+        vec![
+            (0, 1, Some(1000), 2000, "flow-file"),
+            (3, 0, Some(200_000), 10_000, "flow-file"),
+            (2, 3, Some(7), 10_000, "flow-file"),
+        ]
+    );
+    // time_zero_s and start_us move the file's times; stop_us leaves the
+    // later flows out.
+    let moved = format!("{FLOWFILE}\ntime_zero_s = 0.000002\nstart_us = 50\ntag = \"x\"");
+    let f = flows_in(&files, "duration_us = 100", HPCC6, &moved).unwrap();
+    let starts: Vec<_> = f.iter().map(|f| f.start_ns).collect();
+    assert_eq!(starts, vec![50_000, 58_000, 58_000]);
+    assert!(f.iter().all(|f| f.tag == "x"));
+    let cut = format!("{FLOWFILE}\nstop_us = 5");
+    assert_eq!(
+        flows_in(&files, "duration_us = 100", HPCC6, &cut)
+            .unwrap()
+            .len(),
+        1
+    );
+    // On any other topology node i is the i-th host of `all`, or of `hosts`.
+    let f = flows_in(
+        &files,
+        "duration_us = 100",
+        "kind = \"incast\"\nsenders = 5",
+        FLOWFILE,
+    )
+    .unwrap();
+    assert_eq!((f[0].src, f[0].dst, f[1].src, f[1].dst), (0, 2, 5, 0));
+    let listed = format!("{FLOWFILE}\nhosts = [\"s4\", \"recv\", \"s0\", \"s1\", \"s2\", \"s3\"]");
+    let f = flows_in(
+        &files,
+        "duration_us = 100",
+        "kind = \"incast\"\nsenders = 5",
+        &listed,
+    )
+    .unwrap();
+    assert_eq!((f[0].src, f[0].dst), (5, 1));
+}
+
+#[test]
+fn each_bad_line_of_a_flow_list_is_named() {
+    let err = |list: &str, extra: &str| {
+        let files = [("t.txt", TOPO6), ("f.txt", list)];
+        let e = flows_in(
+            &files,
+            "duration_us = 100",
+            HPCC6,
+            &format!("{FLOWFILE}\n{extra}"),
+        )
+        .unwrap_err();
+        assert!(e.starts_with("w.toml: workload.0.file: "), "{e}");
+        e.split("f.txt").last().unwrap().to_string()
+    };
+    let cases = [
+        ("", ": is empty"),
+        ("2 3\n", ":1: expected 1 fields (the flow count), found 2"),
+        ("-1\n", ":1: flow count \"-1\" is not a whole number"),
+        ("2000000\n", ":1: flow count 2000000 is above 1000000"),
+        ("2\n0 2 3 100 10 0\n", ": line 1 announces 2 flows, but 1 follow"),
+        ("1\n0 2 3 100 10 0\n\n2 0 3 100 10 0\n", ":4: a flow past the 1 that line 1 announces"),
+        ("1\n0 2 3 100 10\n", ":2: expected 6 fields (src, dst, priority, dst port, size in bytes, start in seconds), found 5"),
+        ("1\nx 2 3 100 10 0\n", ":2: src \"x\" is not a whole number"),
+        ("1\n0 0 3 100 10 0\n", ":2: src and dst are the same node, 0"),
+        ("1\n0 2 8 100 10 0\n", ":2: priority 8 is above 7"),
+        ("1\n0 2 3 70000 10 0\n", ":2: dst port 70000 is above 65535"),
+        ("1\n0 2 3 100 0 0\n", ":2: size 0: a flow sends at least one byte"),
+        ("1\n0 2 3 100 1.5 0\n", ":2: size \"1.5\" is not a whole number"),
+        ("1\n0 2 3 100 10 -1\n", ":2: start time \"-1\" is not a number of seconds"),
+        ("1\n0 2 3 100 10 inf\n", ":2: start time \"inf\" is not a number of seconds"),
+        ("1\n0 1 3 100 10 0\n", ":2: node 1 is not a host of the topology file"),
+        ("1\n0 9 3 100 10 0\n", ":2: node 9 is not a host of the topology file"),
+        ("1\n0 2 3 100 10 0.0002\n", ":2: starts at 0.0002 s, 200 us into the run: not before the end of the posting phase"),
+    ];
+    for (list, want) in cases {
+        let got = err(list, "");
+        assert!(got.starts_with(want), "{list:?}: {got}");
+    }
+    let got = err("1\n0 2 3 100 10 1\n", "time_zero_s = 2");
+    assert!(
+        got.starts_with(":2: starts at 1 s, before time_zero_s (2 s)"),
+        "{got}"
+    );
+}
+
+/// Offered bytes over the window as a share of `capacity_bps`.
+fn share(f: &[FlowSpec], capacity_bps: f64, window_ns: f64) -> f64 {
+    let bytes: u64 = f.iter().filter_map(|f| f.bytes).sum();
+    bytes as f64 * 8.0 / (capacity_bps * window_ns / 1e9)
+}
+
+#[test]
+fn poisson_incasts_offer_their_share_of_the_hosts_capacity_and_follow_the_seed() {
+    let incast = |extra: &str| {
+        format!(
+            "[[workload]]\nkind = \"poisson-incast\"\nfan_in = 6\nsize_kb = 100\nload = 0.05\n\
+             max_flows = 1000000\n{extra}"
+        )
+    };
+    // 16 hosts at 10 Gb/s: 8 Gb/s of incast, about 1667 incasts of 600 KB
+    // a second.
+    let top = "duration_us = 1e6";
+    let topo = "kind = \"leaf-spine\"\nleaves = 4\nspines = 2\nhosts_per_leaf = 4\n\
+                host_link = { rate_gbps = 10 }";
+    let f = flows(top, topo, &incast(""));
+    let got = share(&f, 16.0 * 1e10, 1e9);
+    assert!(
+        (got - 0.05).abs() / 0.05 < 0.03,
+        "{got} from {} flows",
+        f.len()
+    );
+    // Each incast: 6 distinct senders, none the receiver, one start.
+    let rounds = f.iter().map(|f| f.round).max().unwrap() as usize + 1;
+    assert_eq!(f.len(), 6 * rounds);
+    let mut receivers = [0usize; 16];
+    for r in 0..rounds as u32 {
+        let fl: Vec<_> = f.iter().filter(|f| f.round == r).collect();
+        assert_eq!(fl.len(), 6);
+        let mut src: Vec<_> = fl.iter().map(|f| f.src).collect();
+        src.sort();
+        src.dedup();
+        assert_eq!(src.len(), 6);
+        assert!(fl
+            .iter()
+            .all(|x| x.dst == fl[0].dst && x.start_ns == fl[0].start_ns));
+        assert!(fl
+            .iter()
+            .all(|x| x.src != x.dst && x.bytes == Some(100_000)));
+        receivers[fl[0].dst] += 1;
+    }
+    // Receivers drawn uniformly from the hosts (about 104 each; a third
+    // is over 3 standard deviations).
+    let per = rounds / 16;
+    assert!(
+        receivers.iter().all(|&n| n.abs_diff(per) < per / 3),
+        "{receivers:?}"
+    );
+    // Deterministic from the seed; its own stream.
+    let text = format!(
+        "name = \"w\"\n[topology]\n{topo}\n{}",
+        incast("stop_us = 5000")
+    );
+    let c = LabConfig::parse(&text, "w.toml", &lab_dir()).unwrap();
+    let t = c.topology().unwrap();
+    let a = generate(&c, &t, 3).unwrap();
+    assert_eq!(a, generate(&c, &t, 3).unwrap());
+    assert_ne!(a, generate(&c, &t, 4).unwrap());
+    let before = format!(
+        "name = \"w\"\n[topology]\n{topo}\n{}\n[[workload]]\nkind = \"all-to-all\"\nsize_kb = 1",
+        incast("stop_us = 5000").replace("1000000", "100000")
+    );
+    let c2 = LabConfig::parse(&before, "w.toml", &lab_dir()).unwrap();
+    let mut b = generate(&c2, &t, 3).unwrap();
+    b.retain(|f| f.workload == 0);
+    assert_eq!(a.len(), b.len());
+    assert!(a
+        .iter()
+        .zip(&b)
+        .all(|(x, y)| (x.src, x.dst, x.start_ns, x.round) == (y.src, y.dst, y.start_ns, y.round)));
+    // A fixed receiver; the bound keeps whole incasts.
+    let f = flows(
+        "duration_us = 100000",
+        topo,
+        &incast("to = \"h0-0\"\nmax_flows = 20").replace("max_flows = 1000000\n", ""),
+    );
+    assert_eq!(f.len(), 18);
+    assert!(f.iter().all(|f| f.dst == 0 && f.src != 0));
+    // Mistakes.
+    let e = |extra: &str| {
+        flows_of("duration_us = 1000", topo, &incast(extra))
+            .unwrap_err()
+            .to_string()
+    };
+    assert!(e("hosts = \"leaf0\"").contains("workload.0.fan_in: 6 is outside 1..=3"));
+    assert!(e("to = \"leaf1\"").contains("an incast has one receiver"));
+    assert!(e("count = 2").contains("workload.0.count: is not a key of poisson-incast"));
+    let e = flows_of(
+        "duration_us = 1000",
+        topo,
+        "[[workload]]\nkind = \"poisson-incast\"\nsize_kb = 1\nload = 0.1",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("workload.0.fan_in: is required"), "{e}");
 }
