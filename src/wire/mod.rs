@@ -51,6 +51,7 @@ pub mod mad;
 pub mod ndp;
 pub mod opcode;
 pub mod psn;
+pub mod sr;
 pub mod udp;
 
 pub use arp::{ArpOp, ArpPacket, ArpRepr};
