@@ -65,6 +65,7 @@ fn connect(net: &mut SimNet, e: &[End; 2], a: bool, b: bool) -> Result<(), Error
     let p = |int| ConnectParams {
         mtu: Mtu::Mtu4096,
         int_telemetry: int,
+        recovery: ferroce::transport::Recovery::GoBackN,
         ..ConnectParams::default()
     };
     connect_qp(

@@ -155,6 +155,7 @@ fn connect(
         flow_label,
         src_port: None,
         int_telemetry: false,
+        recovery: ferroce::transport::Recovery::GoBackN,
     });
     a.path_mtu = Mtu::Mtu1024;
     a.dest_qp_num = remote_qp;

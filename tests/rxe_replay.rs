@@ -460,6 +460,7 @@ fn build_responder(cap: &Capture, recs: &[Rec], flow: &Flow) -> Responder {
             flow.resp_sport,
         ),
         int_telemetry: false,
+        recovery: ferroce::transport::Recovery::GoBackN,
     };
     let rq_psn = first_psn(recs, &flow.requests).value();
     let conn = Conn {
@@ -1076,6 +1077,7 @@ fn requester_replay(cap: &Capture, recs: &[Rec], flow: &Flow) -> usize {
             flow.resp_qpn,
             flow.req_sport,
         ),
+        recovery: ferroce::transport::Recovery::GoBackN,
         int_telemetry: false,
     };
     let sq_psn = first_psn(recs, &flow.requests).value();

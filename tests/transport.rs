@@ -186,6 +186,8 @@ struct Opts {
     ipv6: bool,
     /// ECN, notification and reaction point of both devices.
     congestion: CongestionConfig,
+    /// Loss recovery of both QPs.
+    recovery: Recovery,
 }
 
 const REMOTE_ALL: Access = Access::LOCAL_WRITE
@@ -217,6 +219,7 @@ impl Default for Opts {
             delay: Duration::from_micros(1),
             ipv6: false,
             congestion: CongestionConfig::default(),
+            recovery: Recovery::GoBackN,
         }
     }
 }
@@ -344,7 +347,10 @@ fn connect(
     };
     dev.modify_qp(qpn, &a, INIT_MASK)?;
     a.qp_state = QpState::Rtr;
-    a.ah_attr = Some(av(remote_ip, remote_mac));
+    a.ah_attr = Some(AddressVector {
+        recovery: o.recovery,
+        ..av(remote_ip, remote_mac)
+    });
     a.path_mtu = mtu;
     a.dest_qp_num = remote_qpn;
     a.rq_psn = rq_psn;
@@ -370,6 +376,7 @@ fn av(dgid: IpAddr, dmac: MacAddr) -> AddressVector {
         flow_label: 0,
         src_port: None,
         int_telemetry: false,
+        recovery: ferroce::transport::Recovery::GoBackN,
     }
 }
 
@@ -3658,6 +3665,7 @@ fn sqd_drains_the_message_in_flight_and_reports_it() {
         ack_req_every: 4,
         max_inflight: 4,
         ack_every: 0,
+        ..QpConfig::default()
     };
     let o = Opts {
         caps_a: QpCaps {
@@ -5369,4 +5377,255 @@ fn a_lost_packet_is_timed_from_its_resending() {
     p.a.dev.drain_cc_trace(p.a.qp, &mut trace);
     let rtts: Vec<u64> = trace.iter().map(|r| r.state.rtt_ns).collect();
     assert_eq!(rtts, [60_000]);
+}
+
+// ===========================================================================
+// Selective repeat (transport::selective): both QPs in Recovery::Selective.
+
+fn sr() -> Opts {
+    Opts {
+        recovery: Recovery::Selective,
+        ..Opts::default()
+    }
+}
+
+/// The selective-repeat trailer a frame carries after its IP packet.
+fn sr_trailer(s: &Seen) -> Option<ferroce::wire::sr::SrTrailer> {
+    let f = Frame::parse(&s.bytes).unwrap();
+    ferroce::wire::sr::SrTrailer::parse(&s.bytes[f.bytes().len()..])
+}
+
+#[test]
+fn selective_repeat_resends_only_the_lost_packet() {
+    let mut p = Pair::new(sr());
+    let data = pattern(40, 8192);
+    p.a.fill(0, &data);
+    let sge = p.b.sge(0, 8192);
+    p.b.recv(1, vec![sge]);
+    p.a.post(wr(1, SendOp::Send, vec![p.a.sge(0, 8192)]));
+    let lost = 0x100 + 2;
+    p.set_filter(drop_first(move |s| s.from == Side::A && s.psn == lost));
+    p.settle();
+    all_ok(&p.a.sent, 1);
+    assert_eq!(p.b.recvd.len(), 1);
+    assert_eq!(
+        (p.b.recvd[0].status, p.b.recvd[0].byte_len),
+        (WcStatus::Success, 8192)
+    );
+    assert_eq!(p.b.mem(0, 8192), data);
+    let psns: Vec<u32> = p.from(Side::A).map(|s| s.psn - 0x100).collect();
+    assert_eq!(
+        psns,
+        [0, 1, 2, 3, 4, 5, 6, 7, 2],
+        "only the lost packet again"
+    );
+    let (ca, cb) = (p.a.c(), p.b.c());
+    assert_eq!(
+        (cb.sr_placed_ahead, cb.sr_sacks_sent, cb.sr_not_placed),
+        (5, 5, 0)
+    );
+    assert_eq!((ca.sr_sacks_received, ca.sr_selective_resends), (5, 1));
+    assert_eq!(ca.retransmitted_pkts, 1);
+    // One recovery, for the hole the first NAK named; no timeout.
+    assert_eq!((ca.local_ack_timeout_err, ca.completer_retry_err), (0, 1));
+    // Every NAK is a standard PSN sequence error for the hole, with the
+    // packet that came ahead in its trailer; every request names its
+    // message.
+    let sacks: Vec<u32> = p
+        .from(Side::B)
+        .filter(|s| s.nak().is_some())
+        .map(|s| {
+            assert_eq!((s.psn, s.nak()), (lost, Some(NakCode::PsnSequenceError)));
+            match sr_trailer(s) {
+                Some(ferroce::wire::sr::SrTrailer::Sack(x)) => x.value() - 0x100,
+                t => panic!("a NAK without a sack trailer: {t:?}"),
+            }
+        })
+        .collect();
+    assert_eq!(sacks, [3, 4, 5, 6, 7]);
+    for s in p.from(Side::A) {
+        match sr_trailer(s) {
+            Some(ferroce::wire::sr::SrTrailer::Place(pl)) => {
+                assert_eq!((pl.first_psn.value(), pl.rsn, pl.len), (0x100, 0, 8192))
+            }
+            t => panic!("a request without a place trailer: {t:?}"),
+        }
+    }
+    p.check_accounting();
+}
+
+#[test]
+fn selective_repeat_places_a_write_whose_first_packet_was_lost() {
+    let mut p = Pair::new(sr());
+    let data = pattern(41, 6000);
+    p.a.fill(0, &data);
+    p.b.recv(7, vec![]);
+    let op = SendOp::WriteWithImm {
+        remote_addr: p.b.addr(100),
+        rkey: p.b.rkey(),
+        imm: 0xfeed,
+    };
+    p.a.post(wr(1, op, vec![p.a.sge(0, 6000)]));
+    p.set_filter(drop_first(|s| s.from == Side::A && s.psn == 0x100));
+    p.settle();
+    all_ok(&p.a.sent, 1);
+    assert_eq!(p.b.mem(100, 6000), data);
+    let w = &p.b.recvd[0];
+    assert_eq!(
+        (w.wr_id, w.status, w.byte_len),
+        (7, WcStatus::Success, 6000)
+    );
+    assert_eq!(
+        (w.opcode, w.imm_data),
+        (WcOpcode::RecvRdmaWithImm, Some(0xfeed))
+    );
+    let (ca, cb) = (p.a.c(), p.b.c());
+    assert_eq!(
+        cb.sr_placed_ahead, 5,
+        "MIDDLE and LAST placed before their FIRST"
+    );
+    assert_eq!(ca.retransmitted_pkts, 1);
+    assert_eq!(p.b.c().rx_write_requests, 1);
+}
+
+/// A lost last packet has no later packet to reveal it: with at most
+/// three packets in flight, IRN's short timeout resends it, long before
+/// the QP's own (4.2 ms at timeout 10), and spends no retry.
+#[test]
+fn selective_repeat_tail_loss_waits_the_short_timeout() {
+    let mut o = sr();
+    o.retry_cnt = 0;
+    let mut p = Pair::new(o);
+    let sge = p.b.sge(0, 3072);
+    p.b.recv(1, vec![sge]);
+    p.a.post(wr(1, SendOp::Send, vec![p.a.sge(0, 3072)]));
+    p.set_filter(drop_first(|s| s.from == Side::A && s.psn == 0x102));
+    assert!(p.wait(Duration::from_millis(1), |p| !p.a.sent.is_empty()));
+    all_ok(&p.a.sent, 1);
+    let ca = p.a.c();
+    assert_eq!((ca.local_ack_timeout_err, ca.retry_exceeded_err), (1, 0));
+    // Only the last packet asked for an ACK: nothing was acknowledged, so
+    // the timeout sends all three again.
+    assert_eq!(ca.retransmitted_pkts, 3);
+}
+
+/// Messages of every kind (SEND, WRITE, WRITE with immediate, READ,
+/// fetch-and-add) under random loss, reordering and duplicates:
+/// each completes once, in order, with its data (the property the
+/// transport must keep in selective repeat).
+#[test]
+fn selective_repeat_under_random_faults_delivers_each_message_once_in_order() {
+    for seed in 0..200u64 {
+        let mut o = sr();
+        o.timeout = 8;
+        let mut p = Pair::new(o);
+        let mut rng = Rng::new(seed);
+        let n = 24u64;
+        let mut sends = Vec::new();
+        let mut expect_recv = Vec::new();
+        for i in 0..n {
+            let kind = rng.below(5);
+            let len = if kind == 4 {
+                8
+            } else {
+                1 + rng.below(5000) as u32
+            };
+            let off = i * 8192;
+            let data = pattern(seed * 100 + i, len as usize);
+            p.a.fill(off as usize, &data);
+            let op = match kind {
+                4 => SendOp::FetchAdd {
+                    remote_addr: p.b.addr(off),
+                    rkey: p.b.rkey(),
+                    add: 0,
+                },
+                0 => SendOp::Send,
+                1 => SendOp::Write {
+                    remote_addr: p.b.addr(off),
+                    rkey: p.b.rkey(),
+                },
+                2 => SendOp::WriteWithImm {
+                    remote_addr: p.b.addr(off),
+                    rkey: p.b.rkey(),
+                    imm: i as u32,
+                },
+                _ => SendOp::Read {
+                    remote_addr: p.b.addr(off),
+                    rkey: p.b.rkey(),
+                },
+            };
+            if matches!(op, SendOp::Send | SendOp::WriteWithImm { .. }) {
+                let sge = p.b.sge(off, 8192);
+                p.b.recv(i, vec![sge]);
+                expect_recv.push((i, len));
+            }
+            if let SendOp::Read { .. } | SendOp::FetchAdd { .. } = op {
+                p.b.fill(off as usize, &data);
+            }
+            sends.push((i, op, off, data));
+            p.a.post(wr(i, op, vec![p.a.sge(off, len)]));
+        }
+        let mut f = Rng::new(seed ^ 0xabc);
+        p.set_filter(move |_| match f.below(100) {
+            0..=5 => Fate::Drop,
+            6..=10 => Fate::Delay(Duration::from_micros(1 + f.below(20))),
+            11 => Fate::Dup,
+            _ => Fate::Pass,
+        });
+        p.settle();
+        assert_eq!(
+            p.a.sent_ids(),
+            (0..n).collect::<Vec<_>>(),
+            "seed {seed}: {:?} {} / {}",
+            p.a.sent_status(),
+            p.a.c(),
+            p.b.c()
+        );
+        assert!(
+            p.a.sent.iter().all(|w| w.status == WcStatus::Success),
+            "seed {seed}: {:?} {} / {}",
+            p.a.sent_status(),
+            p.a.c(),
+            p.b.c()
+        );
+        let got: Vec<(u64, u32)> = p.b.recvd.iter().map(|w| (w.wr_id, w.byte_len)).collect();
+        assert_eq!(got, expect_recv, "seed {seed}");
+        for (i, op, off, data) in &sends {
+            let at = match op {
+                SendOp::Read { .. } | SendOp::FetchAdd { .. } => p.a.mem(*off as usize, data.len()),
+                _ => p.b.mem(*off as usize, data.len()),
+            };
+            assert_eq!(&at, data, "seed {seed} message {i}");
+        }
+        assert_eq!((p.a.state(), p.b.state()), (QpState::Rts, QpState::Rts));
+        p.check_accounting();
+    }
+}
+
+/// Selective repeat resends less than go-back-N on the same losses.
+#[test]
+fn selective_repeat_resends_fewer_packets_than_go_back_n() {
+    let run = |o: Opts| {
+        let mut p = Pair::new(o);
+        let mut f = Rng::new(9);
+        for i in 0..16u64 {
+            p.a.post(wr(
+                i,
+                SendOp::Write {
+                    remote_addr: p.b.addr(0),
+                    rkey: p.b.rkey(),
+                },
+                vec![p.a.sge(0, 16384)],
+            ));
+        }
+        p.set_filter(move |s| match s.from == Side::A && f.chance(0.02) {
+            true => Fate::Drop,
+            false => Fate::Pass,
+        });
+        p.settle();
+        all_ok(&p.a.sent, 16);
+        p.a.c().retransmitted_pkts
+    };
+    let (gbn, sr) = (run(Opts::default()), run(sr()));
+    assert!(sr * 3 < gbn, "sr {sr} resends, gbn {gbn}");
 }

@@ -82,6 +82,7 @@ fn av_to(to: &End) -> AddressVector {
         flow_label: 0,
         src_port: None,
         int_telemetry: false,
+        recovery: ferroce::transport::Recovery::GoBackN,
     }
 }
 
@@ -442,6 +443,7 @@ fn rxe_ud_pingpong_frames_are_ours_byte_for_byte() {
             traffic_class: 0,
             flow_label: 0,
             src_port: None,
+            recovery: ferroce::transport::Recovery::GoBackN,
             int_telemetry: false,
         };
         let to = UdDest {
@@ -604,6 +606,7 @@ fn rxe_cm_mads_from_qp1_are_ours_byte_for_byte() {
         hop_limit: 64,
         traffic_class: 0,
         flow_label: 0,
+        recovery: ferroce::transport::Recovery::GoBackN,
         src_port: None,
         int_telemetry: false,
     };

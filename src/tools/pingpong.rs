@@ -386,6 +386,7 @@ fn ud_connect<B: Backend>(
         flow_label: 0,
         src_port: None,
         int_telemetry: false,
+        recovery: crate::transport::Recovery::GoBackN,
     };
     ctx.create_ah(&av).context("creating the address handle")
 }

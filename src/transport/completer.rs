@@ -21,12 +21,13 @@
 //!   none.
 
 use super::mr::{Access, MrTable, PdId};
-use super::requester::Requester;
+use super::requester::{Requester, SendWqe};
 use super::wr::{Payload, SendOp, Wc, WcStatus};
 use super::{CqId, QpCounters, Sink};
 use crate::time::{Duration, Instant};
 use crate::wire::ext::{rnr_timer_ns, AckSyndrome, NakCode};
 use crate::wire::opcode::{Class, Position};
+use crate::wire::sr::SrTrailer;
 use crate::wire::{Frame, Psn};
 
 /// What the completer needs of its QP.
@@ -38,6 +39,8 @@ pub(crate) struct RxEnv<'a> {
     pub send_cq: CqId,
     pub sink: Sink<'a>,
     pub counters: &'a mut QpCounters,
+    /// The QP runs selective repeat ([`super::selective`]).
+    pub sr: bool,
     pub timeout: Option<Duration>,
     pub retry_cnt: u8,
     pub rnr_retry: u8,
@@ -53,8 +56,14 @@ pub(crate) enum Outcome {
 }
 
 impl Requester {
-    /// Handles one response packet (ACK, NAK, READ response, atomic ACK).
-    pub fn on_response(&mut self, env: &mut RxEnv<'_>, f: &Frame<'_>) -> Outcome {
+    /// Handles one response packet (ACK, NAK, READ response, atomic ACK),
+    /// with its selective-repeat trailer if it has one.
+    pub fn on_response(
+        &mut self,
+        env: &mut RxEnv<'_>,
+        f: &Frame<'_>,
+        sr: Option<SrTrailer>,
+    ) -> Outcome {
         let psn = f.psn();
         let info = f.info;
         if !self.outstanding() || !psn.before(self.max_psn) {
@@ -96,10 +105,16 @@ impl Requester {
                         if let o @ Outcome::Fatal(_) = self.ack_before(env, psn) {
                             return o;
                         }
+                        if let (true, Some(SrTrailer::Sack(got))) = (env.sr, sr) {
+                            // Selective repeat: the responder has `got`;
+                            // what is missing before it goes again alone.
+                            env.counters.sr_sacks_received += 1;
+                            self.sack.sack(got);
+                        }
                         if psn != self.comp_psn || self.rewound_at == Some(psn) {
                             return Outcome::Ok;
                         }
-                        self.retry(env, psn)
+                        self.recover(env, psn)
                     }
                     AckSyndrome::Nak(code) => {
                         if let o @ Outcome::Fatal(_) = self.ack_before(env, psn) {
@@ -139,6 +154,9 @@ impl Requester {
                 if let o @ Outcome::Fatal(_) = self.ack_before(env, first) {
                     return o;
                 }
+                if let Some(o) = self.response_ahead(env, f) {
+                    return o;
+                }
                 if self.comp_psn != psn || !self.sq.front().is_some_and(|w| w.contains(psn)) {
                     env.counters.ghost_responses += 1;
                     return Outcome::Ok;
@@ -176,6 +194,9 @@ impl Requester {
         if let o @ Outcome::Fatal(_) = self.ack_before(env, first) {
             return o;
         }
+        if let Some(o) = self.response_ahead(env, f) {
+            return o;
+        }
         let Some(w) = self.sq.front() else {
             return Outcome::Ok;
         };
@@ -197,22 +218,14 @@ impl Requester {
                 return Outcome::Ok;
             }
             let at = self.comp_psn;
-            return self.retry(env, at);
+            return self.recover(env, at);
         }
-        let k = psn.diff(first) as u32;
-        let off = k as u64 * env.mtu as u64;
-        let want = (w.len as u64 - off).min(env.mtu as u64) as usize;
-        let last = k + 1 == w.npkts;
-        let pos_ok = match f.info.position {
-            Position::First | Position::Middle => !last,
-            Position::Last | Position::Only => last,
-        };
-        if f.payload.len() != want || !pos_ok {
+        let Some((off, last)) = read_piece(w, psn, env.mtu, f) else {
             // Not the response this READ expects: drop it, the timer or a
             // retry recovers.
             env.counters.ghost_responses += 1;
             return Outcome::Ok;
-        }
+        };
         if let Payload::Sges(s) = &w.wr.payload {
             let len = f.payload.len() as u64;
             if env
@@ -253,7 +266,7 @@ impl Requester {
                         return self.retire(env);
                     }
                     let to = self.comp_psn;
-                    return match self.retry(env, to) {
+                    return match self.recover(env, to) {
                         Outcome::Ok => self.retire(env),
                         o => o,
                     };
@@ -288,12 +301,14 @@ impl Requester {
     }
 
     /// Records that every packet before `to` is acknowledged.
-    fn progress(&mut self, env: &mut RxEnv<'_>, to: Psn) {
+    pub(super) fn progress(&mut self, env: &mut RxEnv<'_>, to: Psn) {
         if !to.after(self.comp_psn) {
             return;
         }
         self.log.acked(self.comp_psn, to, env.now);
         self.comp_psn = to;
+        self.sack.advance(to);
+        self.low_rto_spent = false;
         if self.psn.before(to) {
             // Acknowledged beyond where a retry had gone back to.
             self.rewind(to);
@@ -302,7 +317,7 @@ impl Requester {
         self.rnr_left = env.rnr_retry;
         self.rewound_at = None;
         self.timer = if self.comp_psn != self.max_psn {
-            env.timeout.map(|t| env.now + t)
+            self.rto(env.sr, env.timeout).map(|t| env.now + t)
         } else {
             None
         };
@@ -310,6 +325,9 @@ impl Requester {
 
     /// Completes the finished work requests at the head of the queue.
     pub fn retire(&mut self, env: &mut RxEnv<'_>) -> Outcome {
+        if env.sr {
+            self.pass_answered(env);
+        }
         while let Some(w) = self.sq.front() {
             if let Some(status) = w.local_error {
                 let wc = self.wc(env.qpn, status);
@@ -352,6 +370,19 @@ impl Requester {
         }
     }
 
+    /// `psn` is lost, as a NAK or a missing READ response says: go-back-N
+    /// retries from it; selective repeat resends it alone and spends no
+    /// retry ([`super::selective`]).
+    fn recover(&mut self, env: &mut RxEnv<'_>, psn: Psn) -> Outcome {
+        if !env.sr {
+            return self.retry(env, psn);
+        }
+        env.counters.completer_retry_err += 1;
+        self.rewound_at = Some(psn);
+        self.sack.lost(psn);
+        Outcome::Ok
+    }
+
     /// Starts a retry from `psn`, spending one of `retry_cnt`.
     fn retry(&mut self, env: &mut RxEnv<'_>, psn: Psn) -> Outcome {
         if self.retry_left == 0 {
@@ -368,7 +399,7 @@ impl Requester {
         self.rewound_at = Some(psn);
         self.rewind(psn);
         if arm {
-            self.timer = env.timeout.map(|t| env.now + t);
+            self.timer = self.rto(env.sr, env.timeout).map(|t| env.now + t);
         }
     }
 
@@ -381,6 +412,13 @@ impl Requester {
         env.counters.local_ack_timeout_err += 1;
         let at = self.comp_psn;
         self.rewound_at = None;
+        if env.sr && !self.low_rto_spent && self.rto(true, env.timeout) != env.timeout {
+            // IRN's short timeout spends no retry, once per progress: the
+            // next timeout is the QP's own.
+            self.low_rto_spent = true;
+            self.go_back(env, at, true);
+            return Outcome::Ok;
+        }
         self.retry(env, at)
     }
 
@@ -405,4 +443,19 @@ impl Requester {
         }
         Outcome::Fatal(status)
     }
+}
+
+/// Where the READ response `psn` of `w` lands: its offset in the READ and
+/// whether it is the last; `None` if its length or position is not the
+/// one that PSN must have.
+pub(super) fn read_piece(w: &SendWqe, psn: Psn, mtu: u32, f: &Frame<'_>) -> Option<(u64, bool)> {
+    let k = u32::try_from(psn.diff(w.first_psn?)).ok()?;
+    let off = u64::from(k) * u64::from(mtu);
+    let want = (u64::from(w.len).checked_sub(off)?).min(u64::from(mtu)) as usize;
+    let last = k + 1 == w.npkts;
+    let pos_ok = match f.info.position {
+        Position::First | Position::Middle => !last,
+        Position::Last | Position::Only => last,
+    };
+    (f.payload.len() == want && pos_ok).then_some((off, last))
 }

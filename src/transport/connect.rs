@@ -35,6 +35,9 @@ pub struct ConnectParams {
     /// ([`AddressVector::int_telemetry`]): only between ferroce endpoints
     /// that both asked for it.
     pub int_telemetry: bool,
+    /// Loss recovery ([`AddressVector::recovery`]): selective repeat only
+    /// between ferroce endpoints that both asked for it.
+    pub recovery: super::Recovery,
 }
 
 impl Default for ConnectParams {
@@ -53,6 +56,7 @@ impl Default for ConnectParams {
             traffic_class: crate::transport::congestion::DEFAULT_TRAFFIC_CLASS,
             sgid_index: 0,
             int_telemetry: false,
+            recovery: crate::transport::Recovery::GoBackN,
         }
     }
 }
@@ -93,6 +97,7 @@ pub fn connect_steps(
         traffic_class: p.traffic_class,
         flow_label: 0,
         src_port: None,
+        recovery: p.recovery,
         int_telemetry: p.int_telemetry,
     });
     rtr.path_mtu = p.mtu;

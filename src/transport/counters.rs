@@ -143,6 +143,26 @@ counters! {
         /// Packets on a path with INT telemetry that arrived without its
         /// trailer: the peer did not agree to INT, or sends without it.
         int_missing,
+        /// Selective repeat: SEND / WRITE packets placed ahead of the
+        /// expected PSN ([`crate::transport::Recovery::Selective`]).
+        sr_placed_ahead,
+        /// Selective repeat: packets ahead of the expected PSN that could
+        /// not be placed (no place trailer, a READ or atomic, a check
+        /// failed, too far ahead): dropped, as go-back-N would.
+        sr_not_placed,
+        /// Selective repeat: NAKs sent with a sack trailer.
+        sr_sacks_sent,
+        /// Selective repeat: NAKs received with a sack trailer.
+        sr_sacks_received,
+        /// Selective repeat: packets sent again alone, without the packets
+        /// after them.
+        sr_selective_resends,
+        /// Selective repeat: packets a go-back-N resend skipped, because
+        /// the responder had them.
+        sr_resends_skipped,
+        /// Selective repeat: READ responses and atomic acknowledgements
+        /// taken ahead of an unanswered READ or atomic before them.
+        sr_responses_ahead,
     }
 }
 

@@ -40,6 +40,7 @@ pub mod path;
 pub mod qp;
 pub mod requester;
 pub mod responder;
+pub mod selective;
 pub(crate) mod sendlog;
 pub mod ud;
 pub mod vlan;
@@ -49,7 +50,7 @@ pub use congestion::{CongestionConfig, NpConfig};
 pub use counters::{QpCounters, RxCounters};
 pub use mr::{Access, AccessError, Lkey, MrKeys, MrSpec, MrTable, PdId, Rkey};
 pub use path::Offload;
-pub use qp::{AddressVector, AttrMask, Mtu, QpAttr, QpState, QpType};
+pub use qp::{AddressVector, AttrMask, Mtu, QpAttr, QpState, QpType, Recovery};
 pub use requester::QpConfig;
 pub use ud::{AhId, UdDest};
 pub use vlan::Vlan;
@@ -369,6 +370,7 @@ impl Qp {
                 backlog: &mut self.backlog,
             },
             counters: &mut self.counters,
+            sr: self.path.is_some_and(|p| p.sr),
             timeout: ack_timeout(self.attr.timeout),
             retry_cnt: self.attr.retry_cnt,
             rnr_retry: self.attr.rnr_retry,
@@ -821,7 +823,7 @@ impl Device {
             qp.path
         };
         if let Some(p) = path.filter(|_| to == QpState::Rtr) {
-            path::check_int(&p, new.path_mtu.bytes(), qp.cc.needs_int())?;
+            path::check_int(&p, new.path_mtu.bytes(), qp.cc.needs_int(), &qp.req.cfg)?;
         }
         // Everything checked: apply.
         qp.attr = new;
@@ -924,6 +926,8 @@ impl Device {
             npkts: 0,
             local_error: None,
             done: false,
+            rsn: 0,
+            got_ahead: 0,
         });
         self.wake(qpn);
         Ok(())
@@ -1055,15 +1059,9 @@ impl Device {
             let pkey = f.bth_view().pkey();
             qp.np.on_marked(&self.cfg.congestion.np, now, pkey);
         }
-        let int = match qp.path.filter(|p| p.int) {
-            Some(_) => {
-                let t = Trailer::parse(tail);
-                if t.is_none() {
-                    qp.counters.int_missing += 1;
-                }
-                t
-            }
-            None => None,
+        let (int, sr) = match &qp.path {
+            Some(p) => p.trailers(tail, &mut qp.counters.int_missing),
+            None => (None, None),
         };
         let fatal = if f.info.is_request() {
             if let Some(Trailer::Collect(s)) = int {
@@ -1084,8 +1082,9 @@ impl Device {
                 recv_cq: qp.recv_cq,
                 sink: &mut sink,
                 counters: &mut qp.counters,
+                sr: qp.path.is_some_and(|p| p.sr),
             };
-            match qp.resp.on_request(&mut env, f) {
+            match qp.resp.on_request(&mut env, f, sr) {
                 Verdict::Fatal(code) => Some(nak_status(code)),
                 _ => None,
             }
@@ -1094,7 +1093,7 @@ impl Device {
             None
         } else {
             let (req, mut env) = qp.completer(&mut self.mrs, &mut self.cqs, now);
-            let outcome = req.on_response(&mut env, f);
+            let outcome = req.on_response(&mut env, f, sr);
             if let Some(mut ack) = qp.req.log.take() {
                 if let Some(Trailer::Echo(s)) = int {
                     qp.counters.int_echoes += 1;

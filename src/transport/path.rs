@@ -9,6 +9,7 @@ use super::{vlan, DeviceConfig, Error, RxCounters};
 use crate::wire;
 use crate::wire::frame::{seal_offloaded, OFFLOADED_ICRC};
 use crate::wire::int::{self, Trailer};
+use crate::wire::sr::{self, SrTrailer};
 use crate::wire::{
     frame::seal, BthRepr, Ecn, ExtHeaders, Frame, FrameRepr, IpRepr, MacAddr, Opcode, Psn, VlanTag,
 };
@@ -82,6 +83,11 @@ pub struct Path {
     /// ([`AddressVector::int_telemetry`](super::AddressVector::int_telemetry)):
     /// packets carry the trailer of [`crate::wire::int`].
     pub int: bool,
+    /// Both ends agreed to selective repeat
+    /// ([`Recovery::Selective`](super::Recovery::Selective)): requests
+    /// carry the place trailer of [`crate::wire::sr`], and NAKs for
+    /// packets that came ahead of their turn its sack trailer.
+    pub sr: bool,
     /// The ICRC is left to the NIC ([`Offload::icrc`]).
     pub icrc_offload: bool,
 }
@@ -102,6 +108,9 @@ pub struct Packet {
     /// The INT trailer after the IP packet, on a path with
     /// [`Path::int`] only (`None` elsewhere).
     pub int: Option<Trailer>,
+    /// The selective-repeat trailer after it (after the INT trailer when
+    /// there is one), on a path with [`Path::sr`] only.
+    pub sr: Option<SrTrailer>,
 }
 
 impl Path {
@@ -120,24 +129,56 @@ impl Path {
         fill(&mut buf[at]);
         let len = r.frame_len(payload_len);
         seal_frame(buf, len, r.eth.header_len(), self.icrc_offload)?;
-        match p.int.filter(|_| self.int) {
-            Some(t) => {
-                t.emit(buf.get_mut(len..)?)?;
-                Some(len + int::LEN)
-            }
-            None => Some(len),
+        let mut end = len;
+        if let Some(t) = p.int.filter(|_| self.int) {
+            t.emit(buf.get_mut(end..)?)?;
+            end += int::LEN;
         }
+        if let Some(t) = p.sr.filter(|_| self.sr) {
+            t.emit(buf.get_mut(end..)?)?;
+            end += t.len();
+        }
+        Some(end)
+    }
+
+    /// The trailers of a received frame of this QP, from `tail`, the
+    /// bytes after its IP packet: the INT trailer on a path with INT
+    /// (counted in `int_missing` when absent), then the selective-repeat
+    /// trailer on a path with selective repeat.
+    pub(super) fn trailers(
+        &self,
+        tail: &[u8],
+        int_missing: &mut u64,
+    ) -> (Option<Trailer>, Option<SrTrailer>) {
+        let mut rest = tail;
+        let int = if self.int {
+            let t = Trailer::parse(rest);
+            match t {
+                Some(_) => rest = &rest[int::LEN..],
+                None => *int_missing += 1,
+            }
+            t
+        } else {
+            None
+        };
+        let sr = if self.sr {
+            SrTrailer::parse(rest)
+        } else {
+            None
+        };
+        (int, sr)
     }
 
     /// The length of the frame [`Path::emit`] would write (its INT
     /// trailer included).
     pub fn frame_len(&self, p: &Packet, payload_len: usize) -> usize {
-        let trailer = if p.int.is_some() && self.int {
+        let int = if p.int.is_some() && self.int {
             int::LEN
         } else {
             0
         };
-        self.repr(p).frame_len(payload_len) + trailer
+        let sr = p.sr.filter(|_| self.sr).map_or(0, |t| t.len());
+        self.repr(p).frame_len(payload_len) + int + sr
     }
 
     fn repr(&self, p: &Packet) -> FrameRepr {
@@ -185,11 +226,24 @@ impl Path {
     }
 }
 
-/// INT telemetry ([`crate::wire::int`]) at RTR: a rate control that needs
-/// it (HPCC) gets it, and the trailer fits the frame buffers behind the
-/// largest request of the path MTU (RETH and ImmDt, the most a request
-/// with a payload carries).
-pub(super) fn check_int(path: &Path, mtu: u32, needed: bool) -> Result<(), Error> {
+/// INT telemetry ([`crate::wire::int`]) and selective repeat's trailer
+/// ([`crate::wire::sr`]) at RTR: a rate control that needs INT (HPCC)
+/// gets it, the trailers fit the frame buffers behind the largest request
+/// of the path MTU (RETH and ImmDt, the most a request with a payload
+/// carries), and a QP in selective repeat keeps no more PSNs in flight
+/// than the responder places ahead ([`super::selective::WINDOW`]).
+pub(super) fn check_int(
+    path: &Path,
+    mtu: u32,
+    needed: bool,
+    cfg: &super::QpConfig,
+) -> Result<(), Error> {
+    if path.sr && cfg.max_inflight > super::selective::WINDOW {
+        return Err(Error::InvalidAttr(
+            "selective repeat places at most 4096 packets ahead: the QP's max_inflight \
+             must not exceed 4096",
+        ));
+    }
     if needed && !path.int {
         return Err(Error::InvalidAttr(
             "the QP's rate control needs INT telemetry: set the address vector's \
@@ -202,11 +256,18 @@ pub(super) fn check_int(path: &Path, mtu: u32, needed: bool) -> Result<(), Error
         + wire::bth::HEADER_LEN
         + 20
         + mtu as usize
-        + wire::frame::ICRC_LEN
-        + wire::int::LEN;
-    if path.int && largest > super::MAX_FRAME {
+        + wire::frame::ICRC_LEN;
+    let int = if path.int { wire::int::LEN } else { 0 };
+    let sr = if path.sr { sr::MAX_LEN } else { 0 };
+    if path.int && largest + int + sr > super::MAX_FRAME {
         return Err(Error::InvalidAttr(
-            "INT telemetry does not fit a frame of this path MTU over IPv6 or a VLAN \
+            "INT telemetry does not fit a frame of this path MTU over IPv6 or a VLAN, or with \
+             selective repeat (the frame buffers hold 4224 bytes): use a path MTU of 2048 or less",
+        ));
+    }
+    if path.sr && largest + sr > super::MAX_FRAME {
+        return Err(Error::InvalidAttr(
+            "selective repeat's trailer does not fit a frame of this path MTU over IPv6 on a VLAN \
              (the frame buffers hold 4224 bytes): use a path MTU of 2048 or less",
         ));
     }
@@ -256,6 +317,7 @@ pub(super) fn build_path(
         pkey: cfg.pkeys[attr.pkey_index as usize],
         dest_qp: attr.dest_qp_num,
         int: av.int_telemetry,
+        sr: av.recovery == super::Recovery::Selective,
         icrc_offload: cfg.offload.icrc,
     })
 }

@@ -87,6 +87,29 @@ pub struct AddressVector {
     /// agree: a standard peer ignores the trailer, and HPCC then sees no
     /// hop.
     pub int_telemetry: bool,
+    /// ferroce extension, not part of `ibv_ah_attr`: how this QP recovers
+    /// lost packets ([`Recovery`]). [`Recovery::Selective`] only toward a
+    /// ferroce peer that set it too.
+    pub recovery: Recovery,
+}
+
+/// How a QP recovers lost packets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Recovery {
+    /// Go-back-N (IBTA §9.7.5): the responder drops what comes ahead of
+    /// its expected PSN, the requester resends from the oldest packet not
+    /// acknowledged. What every RoCE peer speaks; the default.
+    #[default]
+    #[serde(rename = "gbn")]
+    GoBackN,
+    /// Selective repeat as IRN runs it (`crate::transport::selective`):
+    /// the responder places SEND and WRITE packets that arrive ahead of
+    /// their turn and tells the requester, which resends only what is
+    /// missing. ferroce-to-ferroce only: its trailers
+    /// ([`crate::wire::sr`]) mean nothing to another peer.
+    #[serde(rename = "sr")]
+    Selective,
 }
 
 /// Attributes of a QP (`ibv_qp_attr`); [`AttrMask`] says which are given.
@@ -558,6 +581,7 @@ mod tests {
             flow_label: 0,
             src_port: None,
             int_telemetry: false,
+            recovery: crate::transport::Recovery::GoBackN,
         });
         let rtr = AttrMask::RC_RTR;
         assert_eq!(check_transition(Init, &a, rtr, &LIM), Ok(Rtr));

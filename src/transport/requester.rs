@@ -21,6 +21,7 @@
 
 use super::mr::{Access, MrTable, PdId};
 use super::path::{Packet, Path};
+use super::selective::Scoreboard;
 use super::sendlog::SendLog;
 use super::wr::{Payload, SendOp, SendWr, WcStatus};
 use super::QpCounters;
@@ -28,6 +29,7 @@ use crate::time::{Duration, Instant};
 use crate::wire::ext::{AtomicEthRepr, RethRepr};
 use crate::wire::int::{IntStack, Trailer};
 use crate::wire::opcode::Op;
+use crate::wire::sr::{Placement, SrTrailer};
 use crate::wire::{ExtHeaders, Opcode, Psn};
 use std::collections::VecDeque;
 
@@ -44,6 +46,13 @@ pub(crate) struct SendWqe {
     pub local_error: Option<WcStatus>,
     /// Its response arrived in full (READ, atomic).
     pub done: bool,
+    /// Its receive sequence number, if it consumes a receive WQE at the
+    /// responder (a SEND, a WRITE with immediate): what selective repeat's
+    /// place trailer names ([`crate::wire::sr::Placement::rsn`]).
+    pub rsn: u32,
+    /// Selective repeat: a READ's response packets taken ahead of their
+    /// turn ([`super::selective`]).
+    pub got_ahead: u32,
 }
 
 impl SendWqe {
@@ -79,6 +88,10 @@ pub struct QpConfig {
     /// The responder also ACKs every this many packets without AckReq
     /// (0: only when AckReq is set, like rxe).
     pub ack_every: u32,
+    /// Selective repeat only: IRN's short retransmission timeout, in µs,
+    /// used while at most [`super::selective::RTO_LOW_PACKETS`] packets
+    /// are in flight (IRN §3.2: 100 µs). Keep it above the path's RTT.
+    pub rto_low_us: u32,
 }
 
 impl Default for QpConfig {
@@ -87,6 +100,7 @@ impl Default for QpConfig {
             ack_req_every: 64,
             max_inflight: 128,
             ack_every: 0,
+            rto_low_us: super::selective::DEFAULT_RTO_LOW_US,
         }
     }
 }
@@ -109,7 +123,17 @@ impl QpConfig {
                 "ack_req_every must not exceed max_inflight",
             ));
         }
+        if self.rto_low_us == 0 {
+            return Err(super::Error::InvalidArgument(
+                "rto_low_us must be at least 1",
+            ));
+        }
         Ok(())
+    }
+
+    /// IRN's short timeout ([`QpConfig::rto_low_us`]).
+    pub fn rto_low(&self) -> Duration {
+        Duration::from_micros(u64::from(self.rto_low_us))
     }
 }
 
@@ -150,6 +174,14 @@ pub(crate) struct Requester {
     lost_region: bool,
     /// Each packet's send time and length until acknowledged.
     pub log: SendLog,
+    /// Selective repeat: what the responder acknowledged selectively.
+    pub sack: Scoreboard,
+    /// The receive sequence number of the next message that consumes a
+    /// receive WQE.
+    pub rsn_next: u32,
+    /// Selective repeat: the short timeout fired with no progress since;
+    /// the next one is the QP's own.
+    pub low_rto_spent: bool,
 }
 
 /// What the requester needs of its QP to build a packet.
@@ -206,6 +238,9 @@ impl Requester {
             } else {
                 SendLog::default()
             },
+            sack: Scoreboard::default(),
+            rsn_next: 0,
+            low_rto_spent: false,
         }
     }
 
@@ -217,6 +252,8 @@ impl Requester {
         self.retry_left = retry_cnt;
         self.rnr_left = rnr_retry;
         self.log.clear();
+        self.sack.reset(sq_psn);
+        self.low_rto_spent = false;
     }
 
     /// Packets sent and not acknowledged. Every PSN of a started work
@@ -266,6 +303,12 @@ impl Requester {
             return TxOutcome::Idle;
         }
         self.rnr_until = None;
+        if env.path.sr {
+            if let Some(sent) = self.resend_selected(env, now, buf) {
+                return sent;
+            }
+            self.skip_selected(env);
+        }
         let Some(w) = self.sq.get(self.next) else {
             return TxOutcome::Idle;
         };
@@ -334,6 +377,10 @@ impl Requester {
             if w.wr.op.is_read_or_atomic() {
                 self.rd_atomic_outstanding += 1;
             }
+            if w.wr.op.consumes_recv() {
+                w.rsn = self.rsn_next;
+                self.rsn_next = (self.rsn_next + 1) & 0x00FF_FFFF;
+            }
             env.counters.rdma_sends += 1;
         }
         let psn = self.psn;
@@ -355,9 +402,54 @@ impl Requester {
             self.max_psn = self.psn;
         }
         if self.timer.is_none() {
-            self.timer = env.timeout.map(|t| now + t);
+            self.timer = self.rto(env.path.sr, env.timeout).map(|t| now + t);
         }
         TxOutcome::Sent(n)
+    }
+
+    /// Selective repeat: the next packet a recovery resends alone, if any
+    /// ([`super::selective`]).
+    fn resend_selected(
+        &mut self,
+        env: &mut TxEnv<'_>,
+        now: Instant,
+        buf: &mut [u8],
+    ) -> Option<TxOutcome> {
+        let (psn, saved) = self.selective_resend()?;
+        let n = self.emit(env, buf);
+        self.resume(saved);
+        let n = n?;
+        env.counters.retransmitted_pkts += 1;
+        env.counters.sr_selective_resends += 1;
+        self.log.sent(psn, now, n as u32, true);
+        if self.timer.is_none() {
+            self.timer = self.rto(true, env.timeout).map(|t| now + t);
+        }
+        Some(TxOutcome::Sent(n))
+    }
+
+    /// Selective repeat: a go-back-N resend passes over the SEND and WRITE
+    /// packets the responder acknowledged selectively, but for the last
+    /// packet in flight: it goes again, so that the responder's cumulative
+    /// ACK covers those passed over (an ACK beyond an unanswered READ
+    /// acknowledged none of them).
+    fn skip_selected(&mut self, env: &mut TxEnv<'_>) {
+        while self.psn.add(1).before(self.max_psn) && self.sack.has(self.psn) {
+            let Some(w) = self.sq.get(self.next) else {
+                return;
+            };
+            if w.wr.op.is_read_or_atomic() || w.first_psn.is_none() {
+                return;
+            }
+            env.counters.sr_resends_skipped += 1;
+            self.psn = self.psn.add(1);
+            if self.next_pkt + 1 >= w.npkts {
+                self.next += 1;
+                self.next_pkt = 0;
+            } else {
+                self.next_pkt += 1;
+            }
+        }
     }
 
     /// Writes the packet `next_pkt` of `sq[next]` and moves on.
@@ -446,6 +538,7 @@ impl Requester {
             solicited: last && w.wr.solicited,
             ext,
             int: env.path.int.then(|| Trailer::Collect(IntStack::default())),
+            sr: env.path.sr.then(|| place(w, first)).flatten(),
         };
         // The packet that fills the rate controller's window asks for an
         // ACK, so that the window opens again.
@@ -482,6 +575,28 @@ impl Requester {
         }
         Some(n)
     }
+}
+
+/// Selective repeat's place trailer for a packet of a SEND or WRITE whose
+/// first PSN is `first` ([`crate::wire::sr`]); none for a READ or atomic.
+fn place(w: &SendWqe, first: Psn) -> Option<SrTrailer> {
+    let (rkey, va) = match w.wr.op {
+        SendOp::Write {
+            remote_addr, rkey, ..
+        }
+        | SendOp::WriteWithImm {
+            remote_addr, rkey, ..
+        } => (rkey, remote_addr),
+        SendOp::Send | SendOp::SendWithImm(_) | SendOp::SendWithInv(_) => (0, 0),
+        _ => return None,
+    };
+    Some(SrTrailer::Place(Placement {
+        first_psn: first,
+        rsn: w.rsn,
+        rkey,
+        va,
+        len: w.len,
+    }))
 }
 
 /// The opcode of a SEND or WRITE packet by its place in the message

@@ -39,11 +39,13 @@
 use super::mr::{Access, AtomicOp, MrTable, PdId};
 use super::path::{Packet, Path};
 use super::requester::packets;
+use super::selective::Reorder;
 use super::wr::{Sge, Wc, WcOpcode, WcStatus};
 use super::{CqId, QpCounters, Sink};
 use crate::wire::ext::{AckSyndrome, AethRepr, NakCode, CREDIT_INVALID};
 use crate::wire::int::{IntStack, Trailer};
 use crate::wire::opcode::{Class, Op, Position};
+use crate::wire::sr::SrTrailer;
 use crate::wire::{ExtHeaders, Frame, Opcode, Psn};
 use std::collections::VecDeque;
 
@@ -57,7 +59,7 @@ pub(crate) struct RecvWqe {
 
 /// The message being received, between its FIRST and LAST packets.
 #[derive(Debug)]
-enum InMsg {
+pub(super) enum InMsg {
     None,
     Send {
         wqe: RecvWqe,
@@ -87,11 +89,14 @@ enum ResKind {
 
 /// A response waiting to be sent.
 #[derive(Debug, Clone, Copy)]
-enum Out {
+pub(super) enum Out {
     Ack {
         psn: Psn,
         syndrome: AckSyndrome,
         msn: u32,
+        /// Selective repeat: the packet received ahead of `psn` that
+        /// this NAK answers ([`crate::wire::sr`]).
+        sack: Option<Psn>,
     },
     /// A READ response being streamed: next PSN, where its data is, and
     /// whether its first packet is a FIRST / ONLY (a new READ) or a MIDDLE /
@@ -117,13 +122,18 @@ pub(crate) struct Responder {
     pub e_psn: Psn,
     /// Messages completed, 24 bits.
     pub msn: u32,
-    sent_psn_nak: bool,
+    pub(super) sent_psn_nak: bool,
     pub rq: VecDeque<RecvWqe>,
     pub max_recv_wr: usize,
-    in_msg: InMsg,
+    pub(super) in_msg: InMsg,
     res: VecDeque<Resource>,
-    out: VecDeque<Out>,
-    since_ack: u32,
+    pub(super) out: VecDeque<Out>,
+    pub(super) since_ack: u32,
+    /// Receive WQEs consumed, 24 bits: the receive sequence number of the
+    /// next message that takes one (selective repeat places by it).
+    pub(super) rsn: u32,
+    /// Selective repeat: the packets placed ahead of `e_psn`.
+    pub(super) reorder: Reorder,
     pub ack_every: u32,
     /// The protection domain of the QP's memory.
     pd: PdId,
@@ -146,6 +156,8 @@ pub(crate) struct RespEnv<'a, 'b> {
     pub recv_cq: CqId,
     pub sink: &'a mut Sink<'b>,
     pub counters: &'a mut QpCounters,
+    /// The QP runs selective repeat ([`super::selective`]).
+    pub sr: bool,
 }
 
 /// The responder's verdict on a request.
@@ -171,6 +183,8 @@ impl Responder {
             res: VecDeque::new(),
             out: VecDeque::new(),
             since_ack: 0,
+            rsn: 0,
+            reorder: Reorder::default(),
             ack_every,
             pd,
             failed: None,
@@ -221,13 +235,14 @@ impl Responder {
         }
     }
 
-    fn push_ack(&mut self, psn: Psn, syndrome: AckSyndrome) {
+    pub(super) fn push_ack(&mut self, psn: Psn, syndrome: AckSyndrome) {
         let msn = self.msn;
         if let AckSyndrome::Ack { .. } = syndrome {
             if let Some(Out::Ack {
                 psn: p,
                 syndrome: AckSyndrome::Ack { .. },
                 msn: m,
+                ..
             }) = self.out.back_mut()
             {
                 // Coalesce: the newer ACK covers the older.
@@ -236,10 +251,33 @@ impl Responder {
                 return;
             }
         }
-        self.out.push_back(Out::Ack { psn, syndrome, msn });
+        self.out.push_back(Out::Ack {
+            psn,
+            syndrome,
+            msn,
+            sack: None,
+        });
     }
 
-    fn nak(&mut self, env: &mut RespEnv<'_, '_>, psn: Psn, code: NakCode) -> Verdict {
+    /// The one NAK PSN sequence error for the expected PSN that packets
+    /// ahead of it get, until it arrives (§9.7.5.1.1).
+    pub(super) fn nak_sequence_once(&mut self, env: &mut RespEnv<'_, '_>) {
+        if !self.sent_psn_nak {
+            self.sent_psn_nak = true;
+            env.counters.seq_naks_sent += 1;
+            let e = self.e_psn;
+            self.push_ack(e, AckSyndrome::Nak(NakCode::PsnSequenceError));
+        }
+    }
+
+    /// Takes the receive WQE of the next message that consumes one.
+    pub(super) fn take_wqe(&mut self) -> Option<RecvWqe> {
+        let w = self.rq.pop_front()?;
+        self.rsn = (self.rsn + 1) & 0x00FF_FFFF;
+        Some(w)
+    }
+
+    pub(super) fn nak(&mut self, env: &mut RespEnv<'_, '_>, psn: Psn, code: NakCode) -> Verdict {
         match code {
             NakCode::InvalidRequest => env.counters.resp_invalid_request += 1,
             NakCode::RemoteAccessError => env.counters.resp_remote_access_errors += 1,
@@ -271,20 +309,36 @@ impl Responder {
         }
     }
 
-    /// Handles one request packet.
-    pub fn on_request(&mut self, env: &mut RespEnv<'_, '_>, f: &Frame<'_>) -> Verdict {
+    /// Handles one request packet, with its selective-repeat trailer if
+    /// it has one.
+    pub fn on_request(
+        &mut self,
+        env: &mut RespEnv<'_, '_>,
+        f: &Frame<'_>,
+        sr: Option<SrTrailer>,
+    ) -> Verdict {
+        let d = f.psn().diff(self.e_psn);
+        if d > 0 && env.sr {
+            return self.on_ahead(env, f, d as u32, sr);
+        }
+        let before = self.e_psn;
+        let v = self.in_turn(env, f);
+        if env.sr && v == Verdict::Ok && self.e_psn != before {
+            return self.commit_ahead(env, before);
+        }
+        v
+    }
+
+    /// The chain of checks of the module docs, for a packet that is not
+    /// placed ahead of its turn.
+    fn in_turn(&mut self, env: &mut RespEnv<'_, '_>, f: &Frame<'_>) -> Verdict {
         let psn = f.psn();
         let info = f.info;
         // 1. PSN.
         let d = psn.diff(self.e_psn);
         if d > 0 {
             env.counters.out_of_sequence += 1;
-            if !self.sent_psn_nak {
-                self.sent_psn_nak = true;
-                env.counters.seq_naks_sent += 1;
-                let e = self.e_psn;
-                self.push_ack(e, AckSyndrome::Nak(NakCode::PsnSequenceError));
-            }
+            self.nak_sequence_once(env);
             return Verdict::Ok;
         }
         if d < 0 {
@@ -410,7 +464,7 @@ impl Responder {
     }
 
     /// Length rule of a SEND / WRITE packet by its position.
-    fn length_ok(pos: Position, len: usize, mtu: u32) -> bool {
+    pub(super) fn length_ok(pos: Position, len: usize, mtu: u32) -> bool {
         let mtu = mtu as usize;
         match pos {
             Position::First | Position::Middle => len == mtu,
@@ -423,9 +477,10 @@ impl Responder {
         let psn = f.psn();
         let info = f.info;
         if info.starts_message() {
-            let Some(wqe) = self.rq.pop_front() else {
+            if self.rq.is_empty() {
                 return self.rnr(env, psn);
-            };
+            }
+            let wqe = self.take_wqe().expect("a receive WQE");
             self.in_msg = InMsg::Send { wqe, offset: 0 };
         }
         let InMsg::Send { wqe, offset } = &mut self.in_msg else {
@@ -462,27 +517,39 @@ impl Responder {
         env.mrs.scatter(&wqe.sges, *offset, f.payload);
         *offset += len;
         if info.ends_message() {
-            let InMsg::Send { wqe, offset } = core::mem::replace(&mut self.in_msg, InMsg::None)
-            else {
-                return Verdict::Ok;
-            };
-            let mut wc = Self::recv_wc(env, wqe.wr_id, WcStatus::Success, WcOpcode::Recv);
-            wc.byte_len = offset as u32;
             let ext = f.ext();
-            wc.imm_data = ext.imm;
-            if let Some(rkey) = ext.ieth {
-                if env.mrs.invalidate(rkey, env.pd).is_err() {
-                    let mut wc = wc;
-                    wc.status = WcStatus::RemInvReqErr;
-                    self.complete_recv(env, &wqe, wc);
-                    return self.nak(env, psn, NakCode::InvalidRequest);
-                }
-                wc.invalidated_rkey = Some(rkey);
-            }
-            self.complete_recv(env, &wqe, wc);
-            env.counters.rdma_recvs += 1;
-            self.msn = (self.msn + 1) & 0x00FF_FFFF;
+            return self.finish_send(env, psn, ext.imm, ext.ieth);
         }
+        Verdict::Ok
+    }
+
+    /// The LAST or ONLY packet of a SEND is in: its receive completes
+    /// (with the immediate, or invalidating `ieth`), and the MSN moves.
+    pub(super) fn finish_send(
+        &mut self,
+        env: &mut RespEnv<'_, '_>,
+        psn: Psn,
+        imm: Option<u32>,
+        ieth: Option<u32>,
+    ) -> Verdict {
+        let InMsg::Send { wqe, offset } = core::mem::replace(&mut self.in_msg, InMsg::None) else {
+            return Verdict::Ok;
+        };
+        let mut wc = Self::recv_wc(env, wqe.wr_id, WcStatus::Success, WcOpcode::Recv);
+        wc.byte_len = offset as u32;
+        wc.imm_data = imm;
+        if let Some(rkey) = ieth {
+            if env.mrs.invalidate(rkey, env.pd).is_err() {
+                let mut wc = wc;
+                wc.status = WcStatus::RemInvReqErr;
+                self.complete_recv(env, &wqe, wc);
+                return self.nak(env, psn, NakCode::InvalidRequest);
+            }
+            wc.invalidated_rkey = Some(rkey);
+        }
+        self.complete_recv(env, &wqe, wc);
+        env.counters.rdma_recvs += 1;
+        self.msn = (self.msn + 1) & 0x00FF_FFFF;
         Verdict::Ok
     }
 
@@ -535,7 +602,7 @@ impl Responder {
             rkey,
             va,
             resid,
-            total,
+            total: _,
         } = &mut self.in_msg
         else {
             return Verdict::Ok;
@@ -561,21 +628,35 @@ impl Responder {
         }
         *va = va.wrapping_add(len);
         *resid -= len;
-        let total = *total;
         if info.ends_message() {
-            self.in_msg = InMsg::None;
-            env.counters.rx_write_requests += 1;
-            if imm {
-                if let Some(wqe) = self.rq.pop_front() {
-                    let mut wc =
-                        Self::recv_wc(env, wqe.wr_id, WcStatus::Success, WcOpcode::RecvRdmaWithImm);
-                    wc.byte_len = total as u32;
-                    wc.imm_data = f.ext().imm;
-                    self.complete_recv(env, &wqe, wc);
-                }
-            }
-            self.msn = (self.msn + 1) & 0x00FF_FFFF;
+            let imm = if imm { f.ext().imm } else { None };
+            return self.finish_write(env, psn, imm);
         }
+        Verdict::Ok
+    }
+
+    /// The LAST or ONLY packet of a WRITE is in: with an immediate, a
+    /// receive completes; the MSN moves.
+    pub(super) fn finish_write(
+        &mut self,
+        env: &mut RespEnv<'_, '_>,
+        _psn: Psn,
+        imm: Option<u32>,
+    ) -> Verdict {
+        let InMsg::Write { total, .. } = core::mem::replace(&mut self.in_msg, InMsg::None) else {
+            return Verdict::Ok;
+        };
+        env.counters.rx_write_requests += 1;
+        if let Some(imm) = imm {
+            if let Some(wqe) = self.take_wqe() {
+                let mut wc =
+                    Self::recv_wc(env, wqe.wr_id, WcStatus::Success, WcOpcode::RecvRdmaWithImm);
+                wc.byte_len = total as u32;
+                wc.imm_data = Some(imm);
+                self.complete_recv(env, &wqe, wc);
+            }
+        }
+        self.msn = (self.msn + 1) & 0x00FF_FFFF;
         Verdict::Ok
     }
 
@@ -584,6 +665,17 @@ impl Responder {
         let Some(reth) = f.ext().reth else {
             return self.nak(env, psn, NakCode::InvalidRequest);
         };
+        self.read_at(env, psn, reth)
+    }
+
+    /// Executes the READ request of PSN `psn` asking for `reth`: its
+    /// response is queued, the expected PSN moves past its packets.
+    pub(super) fn read_at(
+        &mut self,
+        env: &mut RespEnv<'_, '_>,
+        psn: Psn,
+        reth: crate::wire::ext::RethRepr,
+    ) -> Verdict {
         let len = reth.dma_len as u64;
         if len > 1 << 31 {
             return self.nak(env, psn, NakCode::InvalidRequest);
@@ -630,6 +722,19 @@ impl Responder {
         let Some(a) = f.ext().atomic else {
             return self.nak(env, psn, NakCode::InvalidRequest);
         };
+        let cas = f.info.opcode == Opcode::rc(Op::CompareSwap);
+        self.atomic_at(env, psn, a, cas)
+    }
+
+    /// Executes the atomic request of PSN `psn` (`cas`: compare and swap,
+    /// else fetch and add): its acknowledgement is queued.
+    pub(super) fn atomic_at(
+        &mut self,
+        env: &mut RespEnv<'_, '_>,
+        psn: Psn,
+        a: crate::wire::ext::AtomicEthRepr,
+        cas: bool,
+    ) -> Verdict {
         if a.va % 8 != 0 {
             return self.nak(env, psn, NakCode::InvalidRequest);
         }
@@ -640,7 +745,7 @@ impl Responder {
         {
             return self.nak(env, psn, NakCode::RemoteAccessError);
         }
-        let op = if f.info.opcode == Opcode::rc(Op::CompareSwap) {
+        let op = if cas {
             AtomicOp::CompareSwap {
                 compare: a.compare,
                 swap: a.swap_add,
@@ -691,13 +796,19 @@ impl Responder {
             credit: CREDIT_INVALID,
         };
         let n = match out {
-            Out::Ack { psn, syndrome, msn } => {
+            Out::Ack {
+                psn,
+                syndrome,
+                msn,
+                sack,
+            } => {
                 let ext = ExtHeaders {
                     aeth: Some(aeth(*syndrome, *msn)),
                     ..ExtHeaders::default()
                 };
                 let p = Packet {
                     int: echo,
+                    sr: sack.map(SrTrailer::Sack),
                     ..packet(Opcode::rc(Op::Acknowledge), *psn, ext)
                 };
                 let n = path.emit(&p, 0, buf, |_| {})?;
@@ -760,6 +871,7 @@ impl Responder {
                         psn: *psn,
                         syndrome: AckSyndrome::Nak(code),
                         msn: *msn,
+                        sack: None,
                     };
                     counters.resp_remote_access_errors += 1;
                     self.failed = Some(code);
@@ -789,5 +901,6 @@ fn packet(opcode: Opcode, psn: Psn, ext: ExtHeaders) -> Packet {
         solicited: false,
         ext,
         int: None,
+        sr: None,
     }
 }

@@ -182,6 +182,7 @@ pub(super) fn transmit(
             solicited: w.wr.solicited,
             ext,
             int: None,
+            sr: None,
         };
         let mut gathered = Ok(());
         let sent = path.and_then(|p| {

@@ -81,6 +81,17 @@ impl SendOp {
             SendOp::Read { .. } | SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. }
         )
     }
+    /// Whether the responder takes a receive WQE for it (a SEND, a WRITE
+    /// with immediate).
+    pub fn consumes_recv(&self) -> bool {
+        matches!(
+            self,
+            SendOp::Send
+                | SendOp::SendWithImm(_)
+                | SendOp::SendWithInv(_)
+                | SendOp::WriteWithImm { .. }
+        )
+    }
     /// Whether this is a compare-and-swap or fetch-and-add.
     pub fn is_atomic(&self) -> bool {
         matches!(self, SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. })

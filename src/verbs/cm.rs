@@ -493,6 +493,7 @@ impl<B: Backend> Context<B> {
                 flow_label: 0,
                 src_port: None,
                 int_telemetry: false,
+                recovery: crate::transport::Recovery::GoBackN,
             }),
             ..QpAttr::default()
         };
@@ -582,6 +583,7 @@ impl<B: Backend> Context<B> {
                             traffic_class: 0,
                             flow_label: 0,
                             src_port: None,
+                            recovery: crate::transport::Recovery::GoBackN,
                             int_telemetry: false,
                         };
                         match self.host.dev.create_ah(&av) {
