@@ -363,31 +363,31 @@ fn incast_bad_arguments_are_named_and_exit_2() {
 /// verifies, no error completion, no hang. About 11 s in a release build
 /// on one core; both `cargo test --release` runs of CI take it. A debug
 /// build is ~50x slower, so there it only runs when asked (`--ignored`).
+/// The acceptance soak: 100 seeds x 2,000 mixed messages under faults.
+const SOAK: [&str; 14] = [
+    "--ops",
+    "send,write,read,atomic",
+    "--msgs",
+    "2000",
+    "--seeds",
+    "1-100",
+    "--loss",
+    "0.01",
+    "--reorder",
+    "0.01",
+    "--dup",
+    "0.01",
+    "--corrupt",
+    "0.001",
+];
+
 #[test]
 #[cfg_attr(
     debug_assertions,
     ignore = "minutes in a debug build: run with --release (CI does)"
 )]
 fn soak_100_seeds_x_2000_mixed_messages_under_faults() {
-    let o = sim(
-        &[
-            "--ops",
-            "send,write,read,atomic",
-            "--msgs",
-            "2000",
-            "--seeds",
-            "1-100",
-            "--loss",
-            "0.01",
-            "--reorder",
-            "0.01",
-            "--dup",
-            "0.01",
-            "--corrupt",
-            "0.001",
-        ],
-        Duration::from_secs(1800),
-    );
+    let o = sim(&SOAK, Duration::from_secs(1800));
     println!("{}", o.stdout.lines().last().unwrap_or(""));
     assert!(o.ok(), "{}", o.all());
     let lines: Vec<&str> = o.stdout.lines().collect();
@@ -411,4 +411,39 @@ fn soak_100_seeds_x_2000_mixed_messages_under_faults() {
     assert_eq!(field(total, "errors"), "0");
     assert_eq!(field(total, "mismatches"), "0");
     assert_eq!(field(total, "verify"), "ok");
+}
+
+/// Issue 22's acceptance: the same soak in selective repeat, every message
+/// verified, and at most 1.5 packets resent per message (go-back-N: about
+/// 11); the figure is on the total line.
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "a minute in a debug build: run with --release (CI does)"
+)]
+fn selective_repeat_soak_verifies_and_resends_little() {
+    let mut args = SOAK.to_vec();
+    args.extend(["--recovery", "sr"]);
+    let o = sim(&args, Duration::from_secs(1800));
+    let total = o.stdout.lines().last().unwrap_or("").to_string();
+    println!("{total}");
+    assert!(o.ok(), "{}", o.all());
+    assert!(
+        total.starts_with("total runs=100 failed=0 msgs=200000/200000"),
+        "{total}"
+    );
+    assert_eq!(field(&total, "errors"), "0");
+    assert_eq!(field(&total, "mismatches"), "0");
+    assert_eq!(field(&total, "verify"), "ok");
+    let per_msg: f64 = field(&total, "retrans_per_msg").parse().unwrap();
+    assert!(per_msg <= 1.5, "{total}");
+}
+
+#[test]
+fn recovery_bad_values_are_named_and_exit_2() {
+    fails(&["--recovery", "irn"], "unknown loss recovery \"irn\"");
+    fails(
+        &["--incast", "4", "--recovery", "sr"],
+        "--incast runs go-back-N only",
+    );
 }

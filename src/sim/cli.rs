@@ -136,6 +136,11 @@ pub struct SimOpts {
     /// Transport retries before an error completion (0-7).
     #[arg(long, default_value_t = 7)]
     pub retry_cnt: u8,
+    /// Loss recovery of both hosts' QPs: gbn (go-back-N, the IBTA's, what
+    /// every RoCE peer speaks) or sr (selective repeat as IRN runs it,
+    /// ferroce to ferroce only).
+    #[arg(long, default_value = "gbn", value_parser = parse_recovery)]
+    pub recovery: crate::transport::Recovery,
     /// Virtual time one seed may take at most.
     #[arg(long, default_value = "120s")]
     pub time_limit: String,
@@ -260,7 +265,18 @@ fn soak_config(a: &SimOpts) -> Result<SimConfig> {
         timeout: a.timeout,
         retry_cnt: a.retry_cnt,
         time_limit: soak::parse_duration(&a.time_limit)?,
+        recovery: a.recovery,
     })
+}
+
+/// `--recovery`: gbn or sr.
+fn parse_recovery(s: &str) -> Result<crate::transport::Recovery, String> {
+    use crate::transport::Recovery;
+    match s {
+        "gbn" => Ok(Recovery::GoBackN),
+        "sr" => Ok(Recovery::Selective),
+        _ => Err(format!("unknown loss recovery {s:?} (expected gbn or sr)")),
+    }
 }
 
 /// A byte count for an incast flag: one size with an optional K or M
@@ -276,6 +292,9 @@ fn parse_bytes(flag: &str, s: &str) -> Result<usize> {
 /// object); Ok(false) (exit 1) when a completion failed or the WRITEs did
 /// not drain.
 fn incast_run(a: &SimOpts, n: usize) -> Result<bool> {
+    if a.recovery != crate::transport::Recovery::GoBackN {
+        bail!("--incast runs go-back-N only: --recovery sr is for the two-host soak and the lab");
+    }
     let rate = soak::parse_rate(&a.rate)?;
     let cc = incast::parse_cc(a.cc.as_deref().unwrap_or("dcqcn-cx"))?;
     let mut cfg = IncastConfig::new(n, rate, cc);

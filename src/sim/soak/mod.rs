@@ -47,7 +47,7 @@ use run::Run;
 use crate::backend::fabric::LinkConfig;
 use crate::pcap;
 use crate::time::Duration;
-use crate::transport::Mtu;
+use crate::transport::{Mtu, Recovery};
 use serde::Serialize;
 use std::io::Write;
 
@@ -193,6 +193,9 @@ pub struct SimConfig {
     pub retry_cnt: u8,
     /// Virtual time a run may take at most.
     pub time_limit: Duration,
+    /// Loss recovery of both ends' QPs (both are ferroce: selective repeat
+    /// may be asked of both).
+    pub recovery: Recovery,
 }
 
 impl Default for SimConfig {
@@ -212,6 +215,7 @@ impl Default for SimConfig {
             timeout: None,
             retry_cnt: 7,
             time_limit: Duration::from_secs(120),
+            recovery: Recovery::GoBackN,
         }
     }
 }

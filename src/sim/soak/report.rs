@@ -303,14 +303,15 @@ impl Totals {
             );
         }
         format!(
-            "total runs={} failed={} msgs={}/{} bytes={} retrans={} naks={} timeouts={} errors={} \
-             mismatches={} wall={:.3}s rate={:.0}msg/s{} verify={}",
+            "total runs={} failed={} msgs={}/{} bytes={} retrans={} retrans_per_msg={:.2} naks={} \
+             timeouts={} errors={} mismatches={} wall={:.3}s rate={:.0}msg/s{} verify={}",
             self.runs,
             self.failed,
             self.completed,
             self.messages,
             self.bytes_verified,
             self.retransmitted,
+            self.retransmitted as f64 / self.completed.max(1) as f64,
             self.naks,
             self.timeouts,
             self.error_completions,

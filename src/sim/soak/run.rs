@@ -271,6 +271,7 @@ impl<'a> Run<'a> {
                 mtu: sim.mtu,
                 timeout: sim.timeout,
                 retry_cnt: cfg.retry_cnt,
+                recovery: cfg.recovery,
                 ..ConnectParams::default()
             };
             let psn_b = rng.below(1 << 24) as u32;
