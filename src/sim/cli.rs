@@ -139,7 +139,7 @@ pub struct SimOpts {
     /// Loss recovery of both hosts' QPs: gbn (go-back-N, the IBTA's, what
     /// every RoCE peer speaks) or sr (selective repeat as IRN runs it,
     /// ferroce to ferroce only).
-    #[arg(long, default_value = "gbn", value_parser = parse_recovery)]
+    #[arg(long, default_value = "gbn", value_parser = clap::value_parser!(crate::transport::Recovery))]
     pub recovery: crate::transport::Recovery,
     /// Virtual time one seed may take at most.
     #[arg(long, default_value = "120s")]
@@ -267,16 +267,6 @@ fn soak_config(a: &SimOpts) -> Result<SimConfig> {
         time_limit: soak::parse_duration(&a.time_limit)?,
         recovery: a.recovery,
     })
-}
-
-/// `--recovery`: gbn or sr.
-fn parse_recovery(s: &str) -> Result<crate::transport::Recovery, String> {
-    use crate::transport::Recovery;
-    match s {
-        "gbn" => Ok(Recovery::GoBackN),
-        "sr" => Ok(Recovery::Selective),
-        _ => Err(format!("unknown loss recovery {s:?} (expected gbn or sr)")),
-    }
 }
 
 /// A byte count for an incast flag: one size with an optional K or M

@@ -310,6 +310,12 @@ pub struct PerftestCmd {
     /// `ferroce sim --incast --csv`'s cc_trace.csv.
     #[arg(long = "cc-trace")]
     pub cc_trace: Option<PathBuf>,
+    /// Loss recovery of the test QPs: gbn (go-back-N, what every RoCE
+    /// peer speaks) or sr (selective repeat, used only when the peer is
+    /// ferroce and was given `--recovery sr` too; otherwise the QPs stay
+    /// go-back-N and the tool says so).
+    #[arg(long, default_value = "gbn")]
+    pub recovery: crate::transport::Recovery,
     /// The server's address (TCP); without it we are the server.
     pub server: Option<IpAddr>,
 }
@@ -344,6 +350,7 @@ impl PerftestCmd {
             device: format!("ferroce:{}", self.at.port),
             rdma_cm: self.rdma_cm,
             cc_trace: self.cc_trace.is_some(),
+            recovery: self.recovery,
         })
     }
 

@@ -152,6 +152,7 @@ pub mod pingpong {
 /// perftest's exchange (`perftest_communication.c`).
 pub mod perftest {
     use super::*;
+    use crate::wire::caps;
 
     /// Length of the keys message with a GID (`KEY_MSG_SIZE_GID`).
     pub const KEYS_LEN: usize = 108;
@@ -295,32 +296,28 @@ pub mod perftest {
         fixed(v)
     }
 
-    /// ferroce's capabilities, in the version message's bytes after its
-    /// NUL (perftest reads the version with `atof` and fills those bytes
-    /// with zeros, so it never sees them): a marker and a bit set. A peer
-    /// whose message lacks the marker is not ferroce and has asked for
-    /// nothing.
-    pub const CAPS_MARKER: [u8; 3] = [0xF5, b'f', b'r'];
     /// Capability: INT telemetry on the test QPs (`crate::wire::int`),
     /// asked by a rate control that needs it.
-    pub const CAP_INT: u8 = 1;
+    pub const CAP_INT: u8 = caps::INT;
+    /// Capability: selective repeat on the test QPs (`crate::wire::sr`),
+    /// asked by `--recovery sr`.
+    pub const CAP_SR: u8 = caps::SELECTIVE_REPEAT;
 
-    /// The version message with ferroce's capabilities `caps` in its last
-    /// four bytes.
-    pub fn version_with_caps(v: &str, caps: u8) -> [u8; VERSION_LEN] {
+    /// The version message with ferroce's capabilities `bits` in its last
+    /// four bytes ([`crate::wire::caps`]: perftest reads the version with
+    /// `atof` and fills those bytes with zeros, so it never sees them).
+    pub fn version_with_caps(v: &str, bits: u8) -> [u8; VERSION_LEN] {
         let mut b: [u8; VERSION_LEN] = fixed(v);
-        if v.len() < VERSION_LEN - 4 {
-            b[VERSION_LEN - 4..VERSION_LEN - 1].copy_from_slice(&CAPS_MARKER);
-            b[VERSION_LEN - 1] = caps;
+        if v.len() < VERSION_LEN - caps::LEN {
+            caps::emit(&mut b, bits);
         }
         b
     }
 
     /// The capabilities of a ferroce peer's version message; `None` from
-    /// any other peer.
+    /// any other peer (it has asked for nothing).
     pub fn parse_caps(msg: &[u8]) -> Option<u8> {
-        let tail = msg.get(VERSION_LEN - 4..VERSION_LEN)?;
-        (tail[..3] == CAPS_MARKER).then_some(tail[3])
+        caps::parse(msg.get(..VERSION_LEN)?)
     }
 
     /// The peer's version, as perftest reads it (`atof`).

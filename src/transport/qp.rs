@@ -112,6 +112,28 @@ pub enum Recovery {
     Selective,
 }
 
+impl core::str::FromStr for Recovery {
+    type Err = String;
+
+    /// `gbn` or `sr`, as the tools' `--recovery` and the configs spell it.
+    fn from_str(s: &str) -> Result<Recovery, String> {
+        match s {
+            "gbn" => Ok(Recovery::GoBackN),
+            "sr" => Ok(Recovery::Selective),
+            _ => Err(format!("unknown loss recovery {s:?} (expected gbn or sr)")),
+        }
+    }
+}
+
+impl core::fmt::Display for Recovery {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            Recovery::GoBackN => "gbn",
+            Recovery::Selective => "sr",
+        })
+    }
+}
+
 /// Attributes of a QP (`ibv_qp_attr`); [`AttrMask`] says which are given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QpAttr {

@@ -34,8 +34,9 @@ use crate::time::Instant;
 use crate::transport::ud::{GRH_LEN, GSI_QKEY, GSI_QPN};
 use crate::transport::{
     Access, AddressVector, AhId, AttrMask, CqId, MrKeys, MrSpec, Mtu, Payload, QpAttr, QpCaps,
-    QpState, QpType, RecvWr, SendOp, SendWr, Sge, UdDest, WcOpcode, WcStatus,
+    QpState, QpType, Recovery, RecvWr, SendOp, SendWr, Sge, UdDest, WcOpcode, WcStatus,
 };
+use crate::wire::caps;
 use crate::wire::cma::{port_space, CmaHdr, ServiceId};
 use crate::wire::{MacAddr, Psn};
 use core::net::IpAddr;
@@ -47,6 +48,38 @@ const GSI_SLOTS: usize = 64;
 const SLOT: usize = GRH_LEN + crate::wire::mad::MAD_LEN;
 /// Bytes of the application's data in a REQ after rdma_cm's header.
 pub const REQ_PRIVATE_MAX: usize = 56;
+/// Bytes of the application's data in a REP.
+pub const REP_PRIVATE_MAX: usize = crate::wire::cm::private_len::REP;
+
+/// The private data `data` with ferroce's capability tail for `recovery`
+/// at the end of a message's `max` bytes, when it asks for selective
+/// repeat (the application's data must then leave the tail's bytes
+/// free); `data` alone otherwise.
+fn with_caps(data: &[u8], max: usize, recovery: Recovery) -> Result<Vec<u8>, Error> {
+    if recovery == Recovery::GoBackN {
+        return Ok(data.to_vec());
+    }
+    let room = max - caps::LEN;
+    if data.len() > room {
+        return Err(Error::Cm(cm::CmError::PrivateDataTooLong {
+            len: data.len(),
+            max: room,
+        }));
+    }
+    let mut v = vec![0u8; max];
+    v[..data.len()].copy_from_slice(data);
+    caps::emit(&mut v, caps::SELECTIVE_REPEAT);
+    Ok(v)
+}
+
+/// What a peer's REQ or REP private data asks for: selective repeat when
+/// it ends with ferroce's capability tail with that bit.
+fn asked(private_data: &[u8]) -> Recovery {
+    match caps::parse(private_data) {
+        Some(b) if b & caps::SELECTIVE_REPEAT != 0 => Recovery::Selective,
+        _ => Recovery::GoBackN,
+    }
+}
 
 /// An RDMA-CM connection's handle (`rdma_cm_id` of a connection).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -73,6 +106,15 @@ pub struct ConnParam {
     pub retry_count: u8,
     /// RNR retries (3 bits, 7 = forever).
     pub rnr_retry_count: u8,
+    /// Loss recovery. In a connect or accept: what this end asks for;
+    /// selective repeat runs only when both ends are ferroce and asked
+    /// (ferroce's capability tail at the end of the REQ's and the REP's
+    /// private data, [`crate::wire::caps`]; it takes 4 of the private
+    /// data's bytes, so the application then has 52 in a connect and 192
+    /// in an accept), otherwise the QP runs go-back-N. In a
+    /// [`RdmaCmEvent::ConnectRequest`]: what the peer asked for.
+    /// [`Context::query_qp`]'s address vector says what the QP runs.
+    pub recovery: Recovery,
 }
 
 impl Default for ConnParam {
@@ -84,6 +126,7 @@ impl Default for ConnParam {
             initiator_depth: 0,
             retry_count: 7,
             rnr_retry_count: 7,
+            recovery: Recovery::GoBackN,
         }
     }
 }
@@ -287,7 +330,11 @@ impl<B: Backend> Context<B> {
         let mut private = vec![0u8; CmaHdr::LEN];
         hdr.emit(&mut private)
             .map_err(|e| Error::Cm(cm::CmError::Field(e)))?;
-        private.extend_from_slice(&param.private_data);
+        private.extend_from_slice(&with_caps(
+            &param.private_data,
+            REQ_PRIVATE_MAX,
+            param.recovery,
+        )?);
         let sid = ServiceId {
             port_space: port_space::TCP,
             port,
@@ -346,6 +393,11 @@ impl<B: Backend> Context<B> {
             .min(max);
         let init = param.initiator_depth.min(req.initiator_depth).min(max);
         let peer = req.from.gid.to_canonical();
+        let recovery = match (param.recovery, asked(&req.private_data)) {
+            (Recovery::Selective, Recovery::Selective) => Recovery::Selective,
+            _ => Recovery::GoBackN,
+        };
+        let private_data = with_caps(&param.private_data, REP_PRIVATE_MAX, recovery)?;
         let steps = ProgramQp {
             peer,
             sgid_index,
@@ -358,6 +410,7 @@ impl<B: Backend> Context<B> {
             timeout: req.path.local_ack_timeout,
             retry_cnt: req.retry_count,
             rnr_retry: req.rnr_retry_count,
+            recovery,
         };
         self.qp_to_init(qp.qpn, resp)?;
         self.program(qp.qpn, &steps)?;
@@ -365,7 +418,7 @@ impl<B: Backend> Context<B> {
         a.responder_resources = resp;
         a.initiator_depth = init;
         a.rnr_retry_count = param.rnr_retry_count;
-        a.private_data = param.private_data.clone();
+        a.private_data = private_data;
         let now = self.clock.now();
         let g = self.gsi()?;
         g.agent.accept(now, conn.0, a).map_err(Error::Cm)?;
@@ -493,7 +546,7 @@ impl<B: Backend> Context<B> {
                 flow_label: 0,
                 src_port: None,
                 int_telemetry: false,
-                recovery: crate::transport::Recovery::GoBackN,
+                recovery: p.recovery,
             }),
             ..QpAttr::default()
         };
@@ -640,6 +693,7 @@ impl<B: Backend> Context<B> {
                     initiator_depth: info.initiator_depth,
                     retry_count: info.retry_count,
                     rnr_retry_count: info.rnr_retry_count,
+                    recovery: asked(&info.private_data),
                 };
                 let from = (
                     hdr.map_or(info.from.gid, |h| h.src),
@@ -690,6 +744,12 @@ impl<B: Backend> Context<B> {
                     timeout: info.local_ack_timeout,
                     retry_cnt: c.param.retry_count,
                     rnr_retry: info.rnr_retry_count,
+                    // Selective repeat only if we asked and the REP says
+                    // the peer did too.
+                    recovery: match (c.param.recovery, asked(&info.private_data)) {
+                        (Recovery::Selective, Recovery::Selective) => Recovery::Selective,
+                        _ => Recovery::GoBackN,
+                    },
                 };
                 if let Err(e) = self.program(qpn, &steps) {
                     // As librdmacm: the QP could not take the REP's values,
@@ -761,6 +821,7 @@ struct ProgramQp {
     timeout: u8,
     retry_cnt: u8,
     rnr_retry: u8,
+    recovery: Recovery,
 }
 
 /// The receive of QP1's slot `slot`.

@@ -201,3 +201,89 @@ fn send_one(x: &mut Ctx, y: &mut Ctx, sx: &Side, sy: &Side) {
     assert_eq!(&y.mr(&sy.mr).unwrap()[..5], b"ping!");
     let _ = x.poll_cq(&sx.cq, 4, &mut Vec::new());
 }
+
+/// Connects b to a with `ask` on b and `grant` on a; returns the
+/// recovery each QP runs, what a saw b ask for, and the application's
+/// private data each side received.
+fn connect_with(
+    b_asks: Recovery,
+    a_grants: Recovery,
+) -> (Recovery, Recovery, Recovery, Vec<u8>, Vec<u8>) {
+    let (mut a, mut b) = pair();
+    let (sa, sb) = (side(&mut a), side(&mut b));
+    a.rdma_listen(7471).unwrap();
+    let ask = ConnParam {
+        private_data: b"hello".to_vec(),
+        recovery: b_asks,
+        ..ConnParam::default()
+    };
+    let cb = b.rdma_connect(&sb.qp, IP_A.into(), 7471, 0, &ask).unwrap();
+    let RdmaCmEvent::ConnectRequest {
+        conn: ca, param, ..
+    } = next(&mut a, &mut b, true)
+    else {
+        panic!("a: no connect request");
+    };
+    let grant = ConnParam {
+        private_data: b"hi".to_vec(),
+        recovery: a_grants,
+        ..ConnParam::default()
+    };
+    a.rdma_accept(ca, &sa.qp, &grant).unwrap();
+    let RdmaCmEvent::Established { conn, private_data } = next(&mut a, &mut b, false) else {
+        panic!("b: not established");
+    };
+    assert_eq!(conn, cb);
+    assert!(matches!(
+        next(&mut a, &mut b, true),
+        RdmaCmEvent::Established { .. }
+    ));
+    let rec = |c: &Ctx, q: &Qp| c.query_qp(q).unwrap().1.ah_attr.unwrap().recovery;
+    (
+        rec(&b, &sb.qp),
+        rec(&a, &sa.qp),
+        param.recovery,
+        param.private_data,
+        private_data,
+    )
+}
+
+/// Selective repeat runs only when both ends asked: the REQ's and the
+/// REP's private data end with ferroce's capability tail, the
+/// application's data is intact in front of it, and an end that did not
+/// ask (or a REP without the tail, as any other peer's) keeps go-back-N.
+#[test]
+fn selective_repeat_only_when_both_ends_ask_in_the_private_data() {
+    use Recovery::{GoBackN, Selective};
+    let (b, a, asked, req_data, rep_data) = connect_with(Selective, Selective);
+    assert_eq!((b, a, asked), (Selective, Selective, Selective));
+    assert_eq!(&req_data[..5], b"hello");
+    assert_eq!(&req_data[52..], &[0xF5, b'f', b'r', 2]);
+    assert_eq!(&rep_data[..2], b"hi");
+    assert_eq!(crate::wire::caps::parse(&rep_data), Some(2));
+    // a did not ask: its REP has no tail, and b stays go-back-N.
+    let (b, a, asked, _, rep_data) = connect_with(Selective, GoBackN);
+    assert_eq!((b, a, asked), (GoBackN, GoBackN, Selective));
+    assert_eq!(crate::wire::caps::parse(&rep_data), None);
+    // b did not ask: a stays go-back-N though it would have.
+    let (b, a, asked, req_data, _) = connect_with(GoBackN, Selective);
+    assert_eq!((b, a, asked), (GoBackN, GoBackN, GoBackN));
+    assert!(req_data.iter().skip(5).all(|&x| x == 0));
+}
+
+/// With selective repeat asked, the application's REQ data must leave the
+/// tail's 4 bytes free: 53 bytes are refused by name.
+#[test]
+fn selective_repeat_leaves_52_bytes_of_req_private_data() {
+    let (_a, mut b) = pair();
+    let sb = side(&mut b);
+    let ask = ConnParam {
+        private_data: vec![1; 53],
+        recovery: Recovery::Selective,
+        ..ConnParam::default()
+    };
+    let e = b
+        .rdma_connect(&sb.qp, IP_A.into(), 7471, 0, &ask)
+        .unwrap_err();
+    assert!(e.to_string().contains("at most 52"), "{e}");
+}

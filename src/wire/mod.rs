@@ -27,6 +27,8 @@
 //! | [`icrc`] | the invariant CRC (A17 §17.3.3) |
 //! | [`frame`] | whole-frame parse / emit (A17 §17.3) |
 //! | [`int`] | ferroce's INT trailer between ferroce endpoints that both asked for it (not standard) |
+//! | [`sr`] | ferroce's selective-repeat trailer, between ferroce endpoints that both asked for it (not standard) |
+//! | [`caps`] | the capability tail by which two ferroce endpoints ask each other for INT or selective repeat |
 //! | [`arp`] | ARP for IPv4 over Ethernet (RFC 826) |
 //! | [`ndp`] | IPv6 Neighbor Solicitation / Advertisement (RFC 4861) |
 //! | [`mad`] | the common MAD header (IBTA §13.4.2) and whole CM MADs, the UD payload to QP1 |
@@ -37,6 +39,7 @@
 
 pub mod arp;
 pub mod bth;
+pub mod caps;
 pub mod cm;
 pub mod cma;
 pub mod ethernet;

@@ -56,6 +56,9 @@ pub struct Agreed {
     /// Both ends asked for INT telemetry on the test QPs (both are ferroce
     /// and run a rate control that needs it).
     pub int: bool,
+    /// Both ends asked for selective repeat on the test QPs (both are
+    /// ferroce and were given `--recovery sr`); otherwise go-back-N.
+    pub sr: bool,
 }
 
 /// The setup every tool starts with: versions, system data, MTU
@@ -67,11 +70,13 @@ pub fn setup<B: Backend>(
     cache_line: u32,
     mtu: u8,
     want_int: bool,
+    want_sr: bool,
 ) -> Result<Agreed> {
-    let caps = if want_int { pt::CAP_INT } else { 0 };
+    let caps = (if want_int { pt::CAP_INT } else { 0 }) | (if want_sr { pt::CAP_SR } else { 0 });
     let v = ch.exchange(ctx, &pt::version_with_caps(pt::VERSION, caps))?;
     let peer_version = pt::parse_version(&v).context("the peer's version")?;
-    let peer_int = pt::parse_caps(&v).is_some_and(|c| c & pt::CAP_INT != 0);
+    let peer_caps = pt::parse_caps(&v).unwrap_or(0);
+    let peer_int = peer_caps & pt::CAP_INT != 0;
     match (want_int, peer_int) {
         (true, false) => bail!(
             "this end's rate control needs INT telemetry and the peer did not ask for it (it is \
@@ -102,5 +107,8 @@ pub fn setup<B: Backend>(
         cache_line: cache_line.max(cl.max(0) as u32),
         mtu: mtu.min(m),
         int: want_int && peer_int,
+        // Unlike INT, a one-sided ask is no error: the QPs stay go-back-N,
+        // the mode every RoCE peer speaks.
+        sr: want_sr && peer_caps & pt::CAP_SR != 0,
     })
 }

@@ -42,9 +42,17 @@ pub fn connect_test_qps<B: Backend>(
         super::Verb::Read | super::Verb::Atomic => out_reads(ctx, &s.p).min(255) as u8,
         _ => 0,
     };
+    // Both ends asked for selective repeat in the version exchange; the
+    // REQ and REP say it again (ferroce's tail of their private data).
+    let recovery = if s.a.sr {
+        crate::transport::Recovery::Selective
+    } else {
+        crate::transport::Recovery::GoBackN
+    };
     let param = ConnParam {
         responder_resources: reads,
         initiator_depth: reads,
+        recovery,
         ..ConnParam::default()
     };
     let mut conns = Vec::new();

@@ -36,7 +36,7 @@ use crate::time::Duration;
 use crate::tools::exchange::{random_psn, Channel};
 use crate::tools::oob::perftest::Keys;
 use crate::tools::pingpong::Role;
-use crate::transport::{Access, Mtu, QpCounters};
+use crate::transport::{Access, Mtu, QpCounters, Recovery};
 use crate::verbs::{Context, Mr, Pd, Qp};
 use anyhow::{bail, ensure, Context as _, Result};
 use channel::Agreed;
@@ -201,6 +201,10 @@ pub struct Opts {
     pub rdma_cm: bool,
     /// Keep every rate decision of our QPs for [`Report::cc_trace`].
     pub cc_trace: bool,
+    /// The loss recovery this end asks for; selective repeat is used
+    /// only when the peer (ferroce) asked for it too
+    /// ([`Report::recovery`] says what ran).
+    pub recovery: Recovery,
 }
 
 impl Opts {
@@ -226,6 +230,7 @@ impl Opts {
             device: "ferroce0".into(),
             rdma_cm: false,
             cc_trace: false,
+            recovery: Recovery::GoBackN,
         }
     }
 }
@@ -406,6 +411,9 @@ pub struct Report {
     pub errors: u64,
     /// With `Opts::cc_trace`: each QP's number and its rate decisions.
     pub cc_trace: Vec<(u32, Vec<crate::cc::TraceRecord>)>,
+    /// The loss recovery the test QPs ran: selective repeat only when both
+    /// ends asked for it.
+    pub recovery: Recovery,
 }
 
 /// The resources of a run.
@@ -586,7 +594,17 @@ pub fn run<B: Backend>(
              made by RDMA-CM (-R): use the TCP exchange"
         );
     }
-    let a = channel::setup(&mut ch, ctx, PAGE, CACHE_LINE, want as u8, want_int)?;
+    let want_sr = opts.recovery == Recovery::Selective;
+    let a = channel::setup(
+        &mut ch, ctx, PAGE, CACHE_LINE, want as u8, want_int, want_sr,
+    )?;
+    if want_sr && !a.sr {
+        writeln!(
+            out,
+            " Selective repeat: the peer did not ask for it (it is not ferroce, or was not given \
+             --recovery sr); the QPs run go-back-N"
+        )?;
+    }
     let mtu = Mtu::ALL[(a.mtu.clamp(1, 5) - 1) as usize];
     let mut s = Setup::create(ctx, p, a, server, opts.gid_index)?;
     let out_reads = out_reads(ctx, &p);
@@ -608,6 +626,7 @@ pub fn run<B: Backend>(
             gid_index: opts.gid_index,
             out_reads: matches!(p.test.verb(), Verb::Read | Verb::Atomic).then_some(out_reads),
             rdma_cm: opts.rdma_cm,
+            selective_repeat: s.a.sr,
         },
         out,
     )?;
@@ -635,6 +654,16 @@ pub fn run<B: Backend>(
             cc_trace.push((qp.num(), t));
         }
     }
+    // What the QPs ran, as the transport has it (the TCP exchange's
+    // agreement, or the RDMA-CM REQ / REP with -R).
+    let recovery = match s.qps.first() {
+        Some(qp) => ctx
+            .query_qp(qp)?
+            .1
+            .ah_attr
+            .map_or(Recovery::GoBackN, |a| a.recovery),
+        None => Recovery::GoBackN,
+    };
     let (local, remote) = s.destroy(ctx)?;
     Ok(Report {
         params: p,
@@ -645,6 +674,7 @@ pub fn run<B: Backend>(
         bad_payloads: bad,
         errors,
         cc_trace,
+        recovery,
     })
 }
 
@@ -800,6 +830,11 @@ fn connect<B: Backend>(ctx: &mut Context<B>, s: &Setup, mtu: Mtu) -> Result<()> 
         access: s.p.access(),
         sgid_index: s.gid_index,
         int_telemetry: s.a.int,
+        recovery: if s.a.sr {
+            crate::transport::Recovery::Selective
+        } else {
+            crate::transport::Recovery::GoBackN
+        },
         ..ConnectParams::default()
     };
     let max = ctx.device().config().max_qp_rd_atom;

@@ -208,6 +208,9 @@ pub struct Banner<'a> {
     pub gid_index: u8,
     /// `Outstand reads` for READ and atomics, else `Max inline data`.
     pub out_reads: Option<u16>,
+    /// Both ends agreed on selective repeat: a `Recovery` line (ferroce's
+    /// own; absent in go-back-N, so the banner stays perftest's).
+    pub selective_repeat: bool,
 }
 
 /// The test description (`ctx_print_test_info`).
@@ -246,6 +249,12 @@ pub fn print_banner(b: &Banner<'_>, out: &mut dyn Write) -> io::Result<()> {
     } else {
         writeln!(out, " rdma_cm QPs\t : OFF")?;
         writeln!(out, " Data ex. method : Ethernet")?;
+    }
+    if b.selective_repeat {
+        writeln!(
+            out,
+            " Recovery        : selective repeat (both ends ferroce)"
+        )?;
     }
     writeln!(out, "{RESULT_LINE}")
 }

@@ -25,9 +25,13 @@ fn both(opts: Opts) -> ((Report, String), (Report, String)) {
 /// As [`both`], the client connecting to `server` (the TCP exchange's
 /// address, or the server's GID with `-R`).
 fn both_at(opts: Opts, at: &str) -> ((Report, String), (Report, String)) {
+    both_with(opts.clone(), opts, at)
+}
+
+/// As [`both_at`], the server with `o2` and the client with `opts`.
+fn both_with(o2: Opts, opts: Opts, at: &str) -> ((Report, String), (Report, String)) {
     let _one = crate::tools::spinning_pair();
     let (pa, pb) = loopback::pair(1024, 4352);
-    let o2 = opts.clone();
     let server = std::thread::spawn(move || {
         let mut c = ctx(pa, 1);
         let mut out = Vec::new();
@@ -243,4 +247,52 @@ fn defaults_follow_perftest() {
         ..Opts::new(Test::WriteLat)
     })
     .is_err());
+}
+
+/// `--recovery sr` on both ends: the version messages carry the ask, the
+/// QPs run selective repeat (the banner says so); on one end only, both
+/// run go-back-N and the end that asked says why. Over TCP and with `-R`.
+#[test]
+fn selective_repeat_runs_only_when_both_ends_ask() {
+    use crate::transport::Recovery::{GoBackN, Selective};
+    for rdma_cm in [false, true] {
+        let with = |r| {
+            let mut o = if rdma_cm {
+                Opts {
+                    rdma_cm: true,
+                    timeout: std::time::Duration::from_secs(20),
+                    ..Opts::new(Test::WriteBw)
+                }
+            } else {
+                opts(Test::WriteBw)
+            };
+            o.iters = Some(100);
+            o.recovery = r;
+            o
+        };
+        let at = if rdma_cm { "198.18.0.1" } else { "127.0.0.1" };
+        let server = with(Selective);
+        let client = Opts {
+            recovery: Selective,
+            ..server.clone()
+        };
+        let ((s, out_s), (c, out_c)) = both_with(server, client, at);
+        assert_eq!((s.recovery, c.recovery), (Selective, Selective));
+        assert!(
+            out_c.contains(" Recovery        : selective repeat"),
+            "{out_c}"
+        );
+        assert_eq!(s.counters.rx_write_requests, 100);
+        let server = with(GoBackN);
+        let client = Opts {
+            recovery: Selective,
+            ..server.clone()
+        };
+        let ((s, out_s2), (c, out_c)) = both_with(server, client, at);
+        assert_eq!((s.recovery, c.recovery), (GoBackN, GoBackN));
+        assert!(out_c.contains("the peer did not ask for it"), "{out_c}");
+        assert!(!out_c.contains(" Recovery "), "{out_c}");
+        assert!(!out_s2.contains("did not ask") && out_s.contains(" Recovery "));
+        assert_eq!(c.errors + s.errors, 0);
+    }
 }
