@@ -439,6 +439,65 @@ fn selective_repeat_soak_verifies_and_resends_little() {
     assert!(per_msg <= 1.5, "{total}");
 }
 
+/// A selective-repeat run's capture: `ferroce decode` names the trailers
+/// (placements on requests, SACKs on NAKs) with every ICRC good, and
+/// `ferroce explain` tells the story as selective repeat: SACK runs, the
+/// resends that skip what was SACKed, recovered.
+#[test]
+fn a_selective_repeat_capture_decodes_and_explains_as_such() {
+    let dir = TempDir::new();
+    let pcap = dir.path().join("sr.pcap");
+    let o = sim(
+        &[
+            "--msgs",
+            "300",
+            "--seed",
+            "3",
+            "--loss",
+            "0.02",
+            "--recovery",
+            "sr",
+            "--pcap",
+            pcap.to_str().unwrap(),
+        ],
+        Duration::from_secs(120),
+    );
+    assert!(o.ok(), "{}", o.all());
+    let d = run(&["decode", pcap.to_str().unwrap()], Duration::from_secs(60));
+    assert!(d.ok(), "{}", d.all());
+    assert!(d.stdout.contains(" sr(place first_psn="), "{}", d.stdout);
+    assert!(d.stdout.contains("aeth(nak psn-seq-err"), "{}", d.stdout);
+    assert!(d.stdout.contains(" sr(sack psn="), "{}", d.stdout);
+    assert!(!d.stdout.contains("icrc=BAD"), "{}", d.stdout);
+    let e = run(
+        &["explain", pcap.to_str().unwrap()],
+        Duration::from_secs(60),
+    );
+    assert!(e.ok(), "{}", e.all());
+    assert!(
+        e.stdout.contains("resent) by selective repeat"),
+        "{}",
+        e.stdout
+    );
+    assert!(
+        e.stdout.contains("SACK NAKs (selective repeat)"),
+        "{}",
+        e.stdout
+    );
+    assert!(
+        e.stdout.contains("skipping what was SACKed"),
+        "{}",
+        e.stdout
+    );
+    assert!(
+        e.stdout.contains("verdict: recovered from loss"),
+        "{}",
+        e.stdout
+    );
+    assert!(e.stdout.contains("selective repeat ("), "{}", e.stdout);
+    assert!(!e.stdout.contains("go-back-N"), "{}", e.stdout);
+}
+
 #[test]
 fn recovery_bad_values_are_named_and_exit_2() {
     fails(&["--recovery", "irn"], "unknown loss recovery \"irn\"");

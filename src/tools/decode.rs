@@ -136,6 +136,83 @@ pub struct RoceLine {
     /// The ICRC computed, when it differs from the one carried.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub icrc_expected: Option<u32>,
+    /// ferroce's INT trailer after the IP packet (not standard; between
+    /// ferroce endpoints that both asked): "collect" or "echo" and the
+    /// hops' queue lengths in bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub int: Option<IntLine>,
+    /// ferroce's selective-repeat trailer after the IP packet (and after
+    /// the INT trailer): a request's placement or a NAK's SACK.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sr: Option<SrLine>,
+}
+
+/// An INT trailer, as printed.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct IntLine {
+    /// "collect" (a request's) or "echo" (an acknowledgement's).
+    pub kind: &'static str,
+    /// Each hop's queue length in bytes, first hop first.
+    pub qlen: Vec<u64>,
+    /// More hops than the trailer has room for.
+    pub overflow: bool,
+}
+
+/// A selective-repeat trailer, as printed.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum SrLine {
+    /// A request's: the message the packet belongs to.
+    Place {
+        /// The message's first PSN.
+        first_psn: u32,
+        /// Its receive sequence number.
+        rsn: u32,
+        /// A WRITE's R_Key (0 for a SEND).
+        rkey: u32,
+        /// A WRITE's address of its first byte.
+        va: u64,
+        /// The message's length.
+        len: u32,
+    },
+    /// A NAK's: the PSN that arrived ahead of its turn.
+    Sack {
+        /// That PSN.
+        psn: u32,
+    },
+}
+
+/// The INT and selective-repeat trailers after the IP packet of `data`,
+/// as the transport reads them (INT first).
+fn trailers(data: &[u8]) -> (Option<IntLine>, Option<SrLine>) {
+    use crate::wire::int::{self, Trailer};
+    use crate::wire::sr::SrTrailer;
+    let Some(mut rest) = int::trailer_offset(data).and_then(|at| data.get(at..)) else {
+        return (None, None);
+    };
+    let int = Trailer::parse(rest).map(|t| {
+        rest = &rest[int::LEN..];
+        let (kind, s) = match t {
+            Trailer::Collect(s) => ("collect", s),
+            Trailer::Echo(s) => ("echo", s),
+        };
+        IntLine {
+            kind,
+            qlen: s.hops().iter().map(|h| h.qlen_bytes()).collect(),
+            overflow: s.overflow,
+        }
+    });
+    let sr = SrTrailer::parse(rest).map(|t| match t {
+        SrTrailer::Place(p) => SrLine::Place {
+            first_psn: p.first_psn.value(),
+            rsn: p.rsn,
+            rkey: p.rkey,
+            va: p.va,
+            len: p.len,
+        },
+        SrTrailer::Sack(psn) => SrLine::Sack { psn: psn.value() },
+    });
+    (int, sr)
 }
 
 /// What a frame turned out to be.
@@ -258,7 +335,8 @@ impl Decoder {
         match Frame::parse(data) {
             Ok(f) => {
                 t.roce += 1;
-                let line = roce_line(&f);
+                let mut line = roce_line(&f);
+                (line.int, line.sr) = trailers(data);
                 if line.icrc_ok {
                     t.icrc_ok += 1;
                 } else {
@@ -387,6 +465,8 @@ fn roce_line(f: &Frame<'_>) -> RoceLine {
         icrc_ok,
         icrc: f.icrc,
         icrc_expected: (!icrc_ok).then(|| f.icrc_expected()),
+        int: None,
+        sr: None,
     }
 }
 
@@ -552,6 +632,30 @@ impl Line {
                 if let Some(want) = r.icrc_expected {
                     let _ = write!(s, " (carried {:#010x}, expected {want:#010x})", r.icrc);
                 }
+                if let Some(t) = &r.int {
+                    let q: Vec<String> = t.qlen.iter().map(u64::to_string).collect();
+                    let more = if t.overflow { ",+" } else { "" };
+                    let _ = write!(s, " int({} qlen=[{}{more}])", t.kind, q.join(","));
+                }
+                match &r.sr {
+                    Some(SrLine::Place {
+                        first_psn,
+                        rsn,
+                        rkey,
+                        va,
+                        len,
+                    }) => {
+                        let _ = write!(s, " sr(place first_psn={first_psn} rsn={rsn} len={len}");
+                        if *rkey != 0 {
+                            let _ = write!(s, " rkey={rkey:#x} va={va:#x}");
+                        }
+                        s.push(')');
+                    }
+                    Some(SrLine::Sack { psn }) => {
+                        let _ = write!(s, " sr(sack psn={psn})");
+                    }
+                    None => {}
+                }
             }
         }
         s
@@ -646,6 +750,47 @@ mod tests {
         let n = r.emit(b"12345", &mut b).unwrap();
         b.truncate(n);
         b
+    }
+
+    /// ferroce's trailers after the IP packet are named, the INT one
+    /// first; the RoCE frame in front stays good; a trailer whose CRC does
+    /// not hold is no trailer (as the transport reads it).
+    #[test]
+    fn int_and_selective_repeat_trailers_are_named() {
+        use crate::wire::int::{IntHop, IntStack, Trailer, LEN};
+        use crate::wire::sr::{Placement, SrTrailer};
+        let mut f = frame();
+        let mut s = IntStack::default();
+        s.push(IntHop::stamp(100_000_000_000, 5, 1000, 2560));
+        let mut t = [0u8; LEN];
+        Trailer::Collect(s).emit(&mut t).unwrap();
+        f.extend_from_slice(&t);
+        let p = SrTrailer::Place(Placement {
+            first_psn: Psn::new(3),
+            rsn: 7,
+            rkey: 0x1234,
+            va: 0x1000,
+            len: 5000,
+        });
+        let mut t = [0u8; 29];
+        p.emit(&mut t).unwrap();
+        f.extend_from_slice(&t);
+        let mut d = Decoder::new();
+        let l = d.frame(1_000, f.len(), &f).text();
+        assert!(l.contains(" icrc=ok int(collect qlen=[2560]) sr(place first_psn=3 rsn=7 len=5000 rkey=0x1234 va=0x1000)"), "{l}");
+        let mut sack = frame();
+        let mut t = [0u8; 10];
+        SrTrailer::Sack(Psn::new(9)).emit(&mut t).unwrap();
+        sack.extend_from_slice(&t);
+        let l = d.frame(2_000, sack.len(), &sack);
+        assert!(l.text().ends_with(" sr(sack psn=9)"), "{}", l.text());
+        let v = serde_json::to_value(&l).unwrap();
+        assert_eq!(v["sr"]["kind"], "sack");
+        let n = sack.len();
+        sack[n - 1] ^= 1;
+        let l = d.frame(3_000, sack.len(), &sack).text();
+        assert!(!l.contains("sr("), "{l}");
+        assert!(d.totals.clean());
     }
 
     #[test]

@@ -25,7 +25,12 @@
 //!   silence before it is the timeout, and its exponent is implied; a
 //!   resend of a PSN already acknowledged on the wire is spurious;
 //! - a CNP is opcode 0x81 (A17 §17.9.3), sent to the QP whose packets were
-//!   marked ECN CE.
+//!   marked ECN CE;
+//! - between two ferroce ends that agreed on selective repeat
+//!   ([`crate::wire::sr`], not standard), a NAK PSN sequence error with a
+//!   SACK trailer acknowledges every PSN before its own and one packet
+//!   that arrived ahead of its turn; a run of them for the same PSN is one
+//!   event, and the resends that follow skip what was SACKed.
 
 #![deny(unsafe_code)]
 
@@ -71,6 +76,9 @@ pub struct Sent {
     pub cnps: u64,
     /// Frames it sent that arrived marked ECN CE.
     pub ce_marked: u64,
+    /// Its requests carry ferroce's selective-repeat trailer: it recovers
+    /// losses by selective repeat, not go-back-N.
+    pub selective_repeat: bool,
 }
 
 impl Sent {
@@ -122,6 +130,19 @@ pub enum What {
         syndrome: u8,
         /// The opcode of the request it refuses, when the capture has it.
         request: Option<Opcode>,
+    },
+    /// Selective repeat: NAKs PSN sequence error for `psn` (every PSN
+    /// before it arrived) with SACKs for `count` packets from `first` to
+    /// `last` that arrived ahead of their turn.
+    Sack {
+        /// The cumulative PSN the NAKs carry.
+        psn: u32,
+        /// The first PSN SACKed.
+        first: u32,
+        /// The last PSN SACKed.
+        last: u32,
+        /// SACK NAKs in the run.
+        count: u32,
     },
     /// An RNR NAK for `psn`.
     RnrNak {
@@ -320,6 +341,10 @@ struct Pkt {
     dma_len: Option<u32>,
     payload: usize,
     ce: bool,
+    /// A selective-repeat SACK's PSN (on a NAK).
+    sack: Option<u32>,
+    /// A request with a selective-repeat placement trailer.
+    placed: bool,
 }
 
 impl Pkt {
@@ -336,6 +361,11 @@ impl Pkt {
             dma_len: r.reth.map(|r| r.dma_len),
             payload: r.payload_len,
             ce: r.ecn == "ce",
+            sack: match r.sr {
+                Some(super::decode::SrLine::Sack { psn }) => Some(psn),
+                _ => None,
+            },
+            placed: matches!(r.sr, Some(super::decode::SrLine::Place { .. })),
         }
     }
 
@@ -557,6 +587,8 @@ struct Requester {
     rnr_naks: u32,
     rnr_pending: bool,
     timeouts: Vec<u64>,
+    /// The event of the SACK run in progress and its cumulative PSN.
+    sack_run: Option<(usize, i64)>,
 }
 
 impl Requester {
@@ -660,6 +692,7 @@ impl Story<'_> {
         self.traces[i].requests.push((p.t_ns, u - origin));
         let sent = &mut self.sent[i];
         sent.request_packets += 1;
+        sent.selective_repeat |= p.placed;
         *self.req[i].sends.entry(u).or_insert(0) += 1;
         self.req[i].ops.insert(u, p.opcode);
         let next = self.req[i].next.unwrap_or(u);
@@ -765,6 +798,9 @@ impl Story<'_> {
                 let timer = syndrome & 0x1F;
                 self.event(i, What::RnrNak { psn: p.psn, timer }, u - origin);
             }
+            (true, 3) if syndrome == 0x60 && p.sack.is_some() => {
+                self.sack(i, u, p);
+            }
             (true, 3) => {
                 let r = &mut self.req[i];
                 if syndrome == 0x60 {
@@ -802,6 +838,32 @@ impl Story<'_> {
                 self.traces[i].acks.push((p.t_ns, u - origin));
             }
         }
+    }
+
+    /// A selective-repeat SACK NAK at cumulative PSN `u`: it starts a run
+    /// of SACKs, or joins the run for the same PSN.
+    fn sack(&mut self, i: usize, u: i64, p: &Pkt) {
+        let sacked = p.sack.unwrap_or(p.psn);
+        self.ack_to(i, u - 1, p);
+        if let Some((e, at)) = self.req[i].sack_run {
+            if at == u {
+                if let What::Sack { last, count, .. } = &mut self.events[e].what {
+                    *last = sacked;
+                    *count += 1;
+                }
+                return;
+            }
+        }
+        let r = &mut self.req[i];
+        r.nak = true;
+        r.sack_run = Some((self.events.len(), u));
+        let what = What::Sack {
+            psn: p.psn,
+            first: sacked,
+            last: sacked,
+            count: 1,
+        };
+        self.event(i, what, u - self.req[i].origin);
     }
 
     /// Requester `i`'s PSNs up to `u` are acknowledged (those it sent).
@@ -887,7 +949,7 @@ impl Story<'_> {
         for e in mine {
             match e.what {
                 What::Gap { .. } => gaps += 1,
-                What::Nak { syndrome: 0x60, .. } => seq_naks += 1,
+                What::Nak { syndrome: 0x60, .. } | What::Sack { .. } => seq_naks += 1,
                 What::Resend { cause, .. } => match cause {
                     Cause::Spurious { .. } => spurious += 1,
                     Cause::Timeout { .. } => {

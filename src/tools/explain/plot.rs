@@ -65,7 +65,7 @@ impl Mark {
     fn of(w: &What) -> Mark {
         match w {
             What::Gap { .. } => Mark::Gap,
-            What::Nak { .. } => Mark::Nak,
+            What::Nak { .. } | What::Sack { .. } => Mark::Nak,
             What::RnrNak { .. } => Mark::Rnr,
             What::Resend {
                 cause: Cause::Timeout { .. },

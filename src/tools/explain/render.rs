@@ -102,6 +102,9 @@ fn direction(s: &mut String, c: &Connection, i: usize) {
         if t.resent_packets > 0 {
             let _ = write!(line, " ({} resent)", t.resent_packets);
         }
+        if t.selective_repeat {
+            line.push_str(" by selective repeat");
+        }
         if let Some((a, b)) = t.psns {
             let _ = write!(line, ", PSN {a:#08x}..{b:#08x}");
         }
@@ -148,6 +151,22 @@ fn event(c: &Connection, e: &Event, start: u64) -> String {
                 nak_name(syndrome)
             )
         }
+        What::Sack {
+            psn,
+            first,
+            last,
+            count,
+        } => {
+            let range = if first == last {
+                format!("PSN {first:#08x}")
+            } else {
+                format!("PSNs {first:#08x}..{last:#08x}")
+            };
+            format!(
+                "{peer} sends {} (selective repeat): everything before PSN {psn:#08x} arrived, and {range} ahead of it",
+                plural(count as u64, "SACK NAK", "SACK NAKs")
+            )
+        }
         What::RnrNak { psn, timer } => format!(
             "{peer} sends RNR NAK at PSN {psn:#08x}, timer code {timer} ({}): no receive posted",
             ms(rnr_timer_ns(timer))
@@ -176,7 +195,11 @@ fn event(c: &Connection, e: &Event, start: u64) -> String {
                     ms(acked_before_ns)
                 ),
             };
-            format!("{me} goes back to PSN {psn:#08x} and resends {n} {why}")
+            if c.sent[e.end].selective_repeat {
+                format!("{me} resends {n} from PSN {psn:#08x}, skipping what was SACKed, {why}")
+            } else {
+                format!("{me} goes back to PSN {psn:#08x} and resends {n} {why}")
+            }
         }
         What::Cnp => format!("CNP from {peer} to {me}"),
     };
@@ -216,8 +239,13 @@ pub fn verdict(c: &Connection) -> String {
                     parts.push(plural(n as u64, one, many));
                 }
             }
+            let how = if c.sent.iter().any(|t| t.selective_repeat) {
+                "selective repeat"
+            } else {
+                "go-back-N"
+            };
             parts.push(format!(
-                "go-back-N ({})",
+                "{how} ({})",
                 plural(resends as u64, "resend", "resends")
             ));
             format!("recovered from loss: {}", parts.join(", "))
