@@ -91,6 +91,8 @@
 //! #                              #   written to a pcap get their real one
 //! place_writes = false           # WRITE payloads checked, not copied into their region
 //! #                              #   (`ferroce lab --full-checks` turns on both checks)
+//! recovery = "gbn"               # loss recovery: gbn (go-back-N) or sr (selective repeat,
+//! #                              #   IRN-style: every host of the lab is ferroce)
 //!
 //! [[workload]]                   # one or more; see `workload` for each kind: long, incast,
 //! #                              #   all-to-all, allreduce, cdf, flow-file, poisson-incast
@@ -711,6 +713,10 @@ pub struct TransportConfig {
     /// false: checked but not copied, as nothing in the lab reads them
     /// (`crate::transport::Offload::discard_write_payloads`).
     pub place_writes: bool,
+    /// `recovery` (default "gbn"): every QP's loss recovery, "gbn" (go-back-N, IBTA
+    /// §9.7.5) or "sr" (selective repeat as IRN runs it, `crate::transport::selective`);
+    /// with sr, `window` x the packets of a message must stay within 4096 packets.
+    pub recovery: crate::transport::Recovery,
 }
 
 impl Default for TransportConfig {
@@ -728,6 +734,7 @@ impl Default for TransportConfig {
             retry_cnt: 7,
             icrc_offload: true,
             place_writes: false,
+            recovery: crate::transport::Recovery::GoBackN,
         }
     }
 }

@@ -13,6 +13,8 @@ use super::workload;
 use crate::backend::fabric::RedConfig;
 use crate::cc::CcConfig;
 use crate::sim::defaults::{default_cnp_interval, default_red, MAX_MESSAGE, MAX_WINDOW};
+use crate::transport::connect::ConnectParams;
+use crate::transport::{Mtu, QpCaps, QpConfig};
 use serde::Serialize;
 use std::path::Path;
 
@@ -174,6 +176,8 @@ pub struct TransportParams {
     pub icrc_offload: bool,
     /// WRITE payloads are copied into their regions (`transport.place_writes`).
     pub place_writes: bool,
+    /// Every QP's loss recovery (`transport.recovery`).
+    pub recovery: crate::transport::Recovery,
 }
 
 /// A static route: at `switch`, frames for host `dst` leave towards
@@ -264,6 +268,7 @@ impl LabConfig {
             .rate_bps;
         let switch = self.switch.resolve(host_rate)?;
         let transport = self.transport.resolve(&self.dir)?;
+        check_window_for_selective_repeat(&transport, topology.mtu)?;
         let flows_bound = workload::check(self, &topology)?;
         let routes = self.resolve_routes(&topology)?;
         let link_events = self.resolve_link_events(&topology)?;
@@ -643,6 +648,64 @@ impl OutputConfig {
     }
 }
 
+impl Resolved {
+    /// Every flow's QP capabilities and connection parameters; an error
+    /// for an MTU that is not a path MTU.
+    pub fn qp_settings(&self) -> Result<(QpCaps, ConnectParams), String> {
+        let (topo, t) = (&self.topology, &self.transport);
+        let mtu =
+            Mtu::from_bytes(topo.mtu).ok_or_else(|| format!("{} is not a path MTU", topo.mtu))?;
+        let pkts = (t.message_bytes as u64).div_ceil(u64::from(topo.mtu)) as u32;
+        let qp_cfg = QpConfig {
+            max_inflight: t
+                .window
+                .saturating_mul(pkts)
+                .max(QpConfig::default().max_inflight),
+            ..QpConfig::default()
+        };
+        let caps = QpCaps {
+            max_send_wr: t.window,
+            max_recv_wr: 1,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data: 0,
+            config: Some(qp_cfg),
+            ..QpCaps::default()
+        };
+        let params = ConnectParams {
+            mtu,
+            timeout: t.timeout,
+            retry_cnt: t.retry_cnt,
+            traffic_class: t.traffic_class,
+            // Every host of the lab is ferroce: both ends agree to INT for
+            // a rate control that needs it (HPCC), and to the file's
+            // loss recovery.
+            int_telemetry: t.cc.needs_int(),
+            recovery: t.recovery,
+            ..ConnectParams::default()
+        };
+        Ok((caps, params))
+    }
+}
+
+/// Selective repeat tracks at most 4096 packets in flight per QP
+/// (`crate::transport::selective`): a flow's window of WRITEs must fit.
+fn check_window_for_selective_repeat(t: &TransportParams, mtu: u32) -> Result<(), KeyError> {
+    let pkts = u64::from(t.message_bytes).div_ceil(u64::from(mtu.max(1)));
+    let inflight = u64::from(t.window) * pkts;
+    if t.recovery == crate::transport::Recovery::Selective && inflight > 4096 {
+        return Err(KeyError::new(
+            "transport.window",
+            format!(
+                "{} WRITEs of {pkts} packets is {inflight} packets in flight; selective repeat \
+                 (transport.recovery = \"sr\") tracks at most 4096",
+                t.window
+            ),
+        ));
+    }
+    Ok(())
+}
+
 impl TransportConfig {
     /// Resolved; a relative rate-control file is looked for in `dir`
     /// first.
@@ -705,6 +768,7 @@ impl TransportConfig {
             retry_cnt: self.retry_cnt,
             icrc_offload: self.icrc_offload,
             place_writes: self.place_writes,
+            recovery: self.recovery,
         })
     }
 }

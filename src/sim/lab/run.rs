@@ -53,8 +53,8 @@ use crate::sim::stats::{jain_index, percentile};
 use crate::time::{Duration, Instant};
 use crate::transport::connect::ConnectParams;
 use crate::transport::{
-    Access, CqId, DeviceConfig, MrKeys, MrSpec, Mtu, Offload, Payload, QpCaps, QpConfig,
-    QpCounters, SendOp, SendWr, Sge, Wc, WcStatus,
+    Access, CqId, DeviceConfig, MrKeys, MrSpec, Offload, Payload, QpCaps, QpCounters, SendOp,
+    SendWr, Sge, Wc, WcStatus,
 };
 use crate::wire::MacAddr;
 use serde::{Deserialize, Serialize};
@@ -655,41 +655,6 @@ fn host_resources(net: &mut SimNet, msg: usize) -> Result<Vec<HostRes>, RunError
     Ok(res)
 }
 
-/// Every flow's QP capabilities and connection parameters.
-fn qp_settings(r: &Resolved) -> Result<(QpCaps, ConnectParams), RunError> {
-    let (topo, t) = (&r.topology, &r.transport);
-    let mtu = Mtu::from_bytes(topo.mtu)
-        .ok_or_else(|| RunError::Transport(format!("{} is not a path MTU", topo.mtu)))?;
-    let pkts = (t.message_bytes as u64).div_ceil(u64::from(topo.mtu)) as u32;
-    let qp_cfg = QpConfig {
-        max_inflight: t
-            .window
-            .saturating_mul(pkts)
-            .max(QpConfig::default().max_inflight),
-        ..QpConfig::default()
-    };
-    let caps = QpCaps {
-        max_send_wr: t.window,
-        max_recv_wr: 1,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        max_inline_data: 0,
-        config: Some(qp_cfg),
-        ..QpCaps::default()
-    };
-    let params = ConnectParams {
-        mtu,
-        timeout: t.timeout,
-        retry_cnt: t.retry_cnt,
-        traffic_class: t.traffic_class,
-        // Every host of the lab is ferroce: a rate control that needs INT
-        // (HPCC) has both ends agree to it.
-        int_telemetry: t.cc.needs_int(),
-        ..ConnectParams::default()
-    };
-    Ok((caps, params))
-}
-
 /// The flows' states before the run, and the flows waiting for each.
 fn flow_states(flows: Vec<FlowSpec>) -> (Vec<FlowState>, Vec<Vec<usize>>) {
     let mut dependants = vec![Vec::new(); flows.len()];
@@ -730,7 +695,7 @@ impl<'a> LabRun<'a> {
         let (ports, channels) = egress_ports(&net, topo, &switch_of);
         set_routes(&mut net, r, &switch_of)?;
         let res = host_resources(&mut net, r.transport.message_bytes as usize)?;
-        let (caps, params) = qp_settings(r)?;
+        let (caps, params) = r.qp_settings().map_err(RunError::Transport)?;
         let nflows = flows.len();
         let nhosts = topo.hosts.len();
         let throughput = ThroughputLog::new(&flows, &r.analysis);

@@ -1048,6 +1048,7 @@ mod no_panics {
         "transport.timeout",
         "transport.icrc_offload",
         "transport.place_writes",
+        "transport.recovery",
         "workload.0.from",
         "workload.0.stop_us",
         "workload.1.senders",
@@ -1536,6 +1537,40 @@ fn each_bad_line_of_an_hpcc_topology_file_is_named() {
         .to_string();
     assert!(
         e.contains("cannot read") && e.contains("missing.txt"),
+        "{e}"
+    );
+}
+
+/// `transport.recovery`: "gbn" by default, "sr" gives every QP selective
+/// repeat; another word is refused by name, and so is a window that sr
+/// cannot track (more than 4096 packets in flight).
+#[test]
+fn transport_recovery_is_gbn_or_sr_and_sr_bounds_the_window() {
+    use crate::transport::Recovery;
+    let with = |pairs: &[(&str, &str)]| {
+        let mut table: toml::Table = toml::from_str(BASE).unwrap();
+        for (key, value) in pairs {
+            let v: toml::Table = toml::from_str(&format!("v = {value}")).unwrap();
+            set_key(&mut table, key, v["v"].clone()).unwrap();
+        }
+        let text = toml::to_string(&table).unwrap();
+        LabConfig::parse(&text, "t.toml", &lab_dir()).and_then(|c| c.resolve())
+    };
+    let r = with(&[]).unwrap();
+    assert_eq!(r.qp_settings().unwrap().1.recovery, Recovery::GoBackN);
+    let r = with(&[("transport.recovery", "\"sr\"")]).unwrap();
+    assert_eq!(r.transport.recovery, Recovery::Selective);
+    assert_eq!(r.qp_settings().unwrap().1.recovery, Recovery::Selective);
+    let e = error_with("transport.recovery", "\"irn\"").to_string();
+    assert!(e.contains("recovery"), "{e}");
+    let e = with(&[
+        ("transport.recovery", "\"sr\""),
+        ("transport.window", "4096"),
+    ])
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("transport.window") && e.contains("at most 4096"),
         "{e}"
     );
 }
