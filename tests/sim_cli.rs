@@ -498,11 +498,47 @@ fn a_selective_repeat_capture_decodes_and_explains_as_such() {
     assert!(!e.stdout.contains("go-back-N"), "{}", e.stdout);
 }
 
+/// The incast of IRN's argument: 8 senders without a rate control fill
+/// the buffer and drop; selective repeat resends far fewer packets than
+/// go-back-N for fewer drops and delivers more, with no error either way.
+#[test]
+fn an_incast_without_pfc_recovers_better_by_selective_repeat() {
+    let run = |r: &str| -> serde_json::Value {
+        let o = sim(
+            &[
+                "--incast",
+                "8",
+                "--cc",
+                "none",
+                "--duration",
+                "5ms",
+                "--recovery",
+                r,
+                "--json",
+            ],
+            Duration::from_secs(120),
+        );
+        assert!(o.ok(), "{}", o.all());
+        let v: serde_json::Value = serde_json::from_str(o.stdout.trim()).unwrap();
+        v["result"].clone()
+    };
+    let (gbn, sr) = (run("gbn"), run("sr"));
+    let n = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap();
+    assert_eq!(
+        (gbn["recovery"].as_str(), sr["recovery"].as_str()),
+        (Some("gbn"), Some("sr"))
+    );
+    for v in [&gbn, &sr] {
+        assert!(n(v, "tail_drops") > 100.0, "{v}");
+        assert_eq!(n(v, "completion_errors") + n(v, "qp_errors"), 0.0, "{v}");
+        assert_eq!(v["drained"], true, "{v}");
+    }
+    // Measured: 2228 against 7661 resent, 90.0 against 74.1 Gb/s.
+    assert!(n(&sr, "retransmitted_pkts") * 2.0 < n(&gbn, "retransmitted_pkts"));
+    assert!(n(&sr, "goodput_bps") > 1.1 * n(&gbn, "goodput_bps"));
+}
+
 #[test]
 fn recovery_bad_values_are_named_and_exit_2() {
     fails(&["--recovery", "irn"], "unknown loss recovery \"irn\"");
-    fails(
-        &["--incast", "4", "--recovery", "sr"],
-        "--incast runs go-back-N only",
-    );
 }

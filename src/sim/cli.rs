@@ -282,12 +282,10 @@ fn parse_bytes(flag: &str, s: &str) -> Result<usize> {
 /// object); Ok(false) (exit 1) when a completion failed or the WRITEs did
 /// not drain.
 fn incast_run(a: &SimOpts, n: usize) -> Result<bool> {
-    if a.recovery != crate::transport::Recovery::GoBackN {
-        bail!("--incast runs go-back-N only: --recovery sr is for the two-host soak and the lab");
-    }
     let rate = soak::parse_rate(&a.rate)?;
     let cc = incast::parse_cc(a.cc.as_deref().unwrap_or("dcqcn-cx"))?;
     let mut cfg = IncastConfig::new(n, rate, cc);
+    cfg.recovery = a.recovery;
     cfg.link_delay = soak::parse_duration(&a.delay)?;
     if let Some(d) = &a.duration {
         cfg.duration = soak::parse_duration(d)?;

@@ -220,6 +220,9 @@ pub struct IncastConfig {
     pub seed: u64,
     /// Where to write the time series; `None`: none written.
     pub csv_dir: Option<PathBuf>,
+    /// Every QP's loss recovery (every host is ferroce, so selective
+    /// repeat is theirs to agree on).
+    pub recovery: crate::transport::Recovery,
 }
 
 impl IncastConfig {
@@ -248,6 +251,7 @@ impl IncastConfig {
             flow_sample: Duration::from_micros(100),
             seed: 1,
             csv_dir: None,
+            recovery: crate::transport::Recovery::GoBackN,
         }
     }
 
@@ -441,6 +445,8 @@ pub struct IncastResult {
     pub window: u32,
     /// The local ACK timeout exponent used (given or computed).
     pub timeout_exp: u8,
+    /// Every QP's loss recovery: "gbn" or "sr".
+    pub recovery: String,
     /// The notification point's least time between two CNPs of one QP,
     /// nanoseconds.
     pub min_time_between_cnps_ns: u64,
@@ -533,12 +539,13 @@ impl fmt::Display for IncastResult {
         writeln!(
             f,
             "  links {} one way; MTU {}; {} B WRITEs, {} outstanding per sender; ACK timeout 2^{}; \
-             CNPs at most every {}",
+             recovery {}; CNPs at most every {}",
             Duration::from_nanos(self.link_delay_ns),
             self.mtu,
             self.message_bytes,
             self.window,
             self.timeout_exp,
+            self.recovery,
             Duration::from_nanos(self.min_time_between_cnps_ns)
         )?;
         writeln!(
@@ -808,8 +815,9 @@ impl<'a> Run<'a> {
             timeout: cfg.timeout_or_auto(),
             retry_cnt: cfg.retry_cnt,
             // Both ends are ferroce: a rate control that needs INT (HPCC)
-            // has both agree to it.
+            // has both agree to it, and so does selective repeat.
             int_telemetry: cfg.cc.needs_int(),
+            recovery: cfg.recovery,
             ..ConnectParams::default()
         };
         let mut flows = Vec::new();
@@ -1128,6 +1136,7 @@ impl<'a> Run<'a> {
             message_bytes: cfg.message_bytes,
             window: self.window,
             timeout_exp: cfg.timeout_or_auto(),
+            recovery: cfg.recovery.to_string(),
             min_time_between_cnps_ns: cfg.min_time_between_cnps.as_nanos(),
             red: cfg.red,
             buffer_bytes: cfg.buffer(),
