@@ -699,7 +699,10 @@ fn run_one(
     .map_err(|e| fail("setup", e.to_string()))?;
     matrix::check_rxe_counters(cell, &delta, host_drops > 0)
         .map_err(|e| fail("rxe counters", e))?;
-    check_pcap(&pcap)?;
+    let decoded = check_pcap(&pcap)?;
+    if cell.asks_selective_repeat() {
+        check_stayed_go_back_n(&ours, &decoded)?;
+    }
     let ip = ferroce_ip(cell);
     let facts =
         capture::check(cell, v, &pcap, ip, capture_dropped).map_err(|e| fail("capture", e))?;
@@ -742,9 +745,32 @@ fn check_cnps(ours: &str, in_capture: u64) -> Result<(), Failure> {
     Ok(())
 }
 
+/// ferroce asked for selective repeat and rxe did not: ferroce must say
+/// its QPs run go-back-N, and no frame of the capture may carry its
+/// selective-repeat trailer (`ferroce decode` would name it `sr(...)`).
+fn check_stayed_go_back_n(ours: &str, decoded: &str) -> Result<(), Failure> {
+    if !ours.contains("the peer did not ask for it") || ours.contains(" Recovery ") {
+        return Err(fail(
+            "selective repeat",
+            format!(
+                "ferroce asked for selective repeat and rxe did not; ferroce did not say it stays \
+                 go-back-N:\n{}",
+                last_lines(ours, 20)
+            ),
+        ));
+    }
+    if let Some(l) = decoded.lines().find(|l| l.contains(" sr(")) {
+        return Err(fail(
+            "selective repeat",
+            format!("a frame to or from rxe carries ferroce's selective-repeat trailer: {l}"),
+        ));
+    }
+    Ok(())
+}
+
 /// `ferroce decode` must find RoCE frames, every one well formed with a
-/// right ICRC.
-fn check_pcap(pcap: &Path) -> Result<(), Failure> {
+/// right ICRC; returns its lines.
+fn check_pcap(pcap: &Path) -> Result<String, Failure> {
     let out = Command::new(common::ferroce())
         .arg("decode")
         .arg(pcap)
@@ -770,7 +796,7 @@ fn check_pcap(pcap: &Path) -> Result<(), Failure> {
             ),
         ));
     }
-    Ok(())
+    Ok(text.into_owned())
 }
 
 /// The tables of docs/interop.md: one row per tool and role, one column

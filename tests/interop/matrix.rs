@@ -90,6 +90,11 @@ impl Tool {
         self == Tool::Rping
     }
 
+    /// One of perftest's tools.
+    pub fn is_perftest(self) -> bool {
+        !matches!(self, Tool::Pingpong | Tool::UdPingpong | Tool::Rping)
+    }
+
     pub fn is_bw(self) -> bool {
         matches!(
             self,
@@ -307,6 +312,14 @@ impl Cell {
         })
     }
 
+    /// ferroce asks for selective repeat (`--recovery sr`): in the loss
+    /// cells of the perftest tools. rxe does not ask, so the QPs must run
+    /// go-back-N, ferroce must say so, and no frame may carry ferroce's
+    /// selective-repeat trailer: the cell's results are go-back-N's.
+    pub fn asks_selective_repeat(&self) -> bool {
+        self.loss.is_some() && self.tool.is_perftest()
+    }
+
     /// A cell at a path MTU the main columns leave out.
     pub fn is_spot(&self) -> bool {
         !matches!(self.mtu, 1024 | 2048 | 4096)
@@ -489,6 +502,9 @@ impl Cell {
         if self.ipv6 {
             // GID 1 of the suite's config: ferroce's IPv6 address.
             a.extend([self.tool.gid_option().into(), "1".into()]);
+        }
+        if self.asks_selective_repeat() {
+            a.extend(["--recovery".into(), "sr".into()]);
         }
         a.extend(self.common_args(v));
         if let Some(s) = server {
