@@ -93,6 +93,7 @@
 //! #                              #   (`ferroce lab --full-checks` turns on both checks)
 //! recovery = "gbn"               # loss recovery: gbn (go-back-N) or sr (selective repeat,
 //! #                              #   IRN-style: every host of the lab is ferroce)
+//! rto_low_us = 100               # sr: IRN's short timeout, with at most 3 packets in flight
 //!
 //! [[workload]]                   # one or more; see `workload` for each kind: long, incast,
 //! #                              #   all-to-all, allreduce, cdf, flow-file, poisson-incast
@@ -717,6 +718,9 @@ pub struct TransportConfig {
     /// §9.7.5) or "sr" (selective repeat as IRN runs it, `crate::transport::selective`);
     /// with sr, `window` x the packets of a message must stay within 4096 packets.
     pub recovery: crate::transport::Recovery,
+    /// `rto_low_us` (default 100): with `recovery = "sr"`, IRN's short retransmission
+    /// timeout, used while at most 3 packets are in flight (`QpConfig::rto_low_us`).
+    pub rto_low_us: u32,
 }
 
 impl Default for TransportConfig {
@@ -735,6 +739,7 @@ impl Default for TransportConfig {
             icrc_offload: true,
             place_writes: false,
             recovery: crate::transport::Recovery::GoBackN,
+            rto_low_us: crate::transport::QpConfig::default().rto_low_us,
         }
     }
 }

@@ -178,6 +178,8 @@ pub struct TransportParams {
     pub place_writes: bool,
     /// Every QP's loss recovery (`transport.recovery`).
     pub recovery: crate::transport::Recovery,
+    /// Selective repeat's short timeout, µs (`transport.rto_low_us`).
+    pub rto_low_us: u32,
 }
 
 /// A static route: at `switch`, frames for host `dst` leave towards
@@ -661,6 +663,7 @@ impl Resolved {
                 .window
                 .saturating_mul(pkts)
                 .max(QpConfig::default().max_inflight),
+            rto_low_us: t.rto_low_us,
             ..QpConfig::default()
         };
         let caps = QpCaps {
@@ -741,6 +744,12 @@ impl TransportConfig {
                 format!("{} is outside 1..=31", self.timeout),
             ));
         }
+        if !(1..=1_000_000).contains(&self.rto_low_us) {
+            return Err(KeyError::new(
+                "transport.rto_low_us",
+                format!("{} is outside 1..=1000000", self.rto_low_us),
+            ));
+        }
         if self.retry_cnt > 7 {
             return Err(KeyError::new(
                 "transport.retry_cnt",
@@ -769,6 +778,7 @@ impl TransportConfig {
             icrc_offload: self.icrc_offload,
             place_writes: self.place_writes,
             recovery: self.recovery,
+            rto_low_us: self.rto_low_us,
         })
     }
 }

@@ -1049,6 +1049,7 @@ mod no_panics {
         "transport.icrc_offload",
         "transport.place_writes",
         "transport.recovery",
+        "transport.rto_low_us",
         "workload.0.from",
         "workload.0.stop_us",
         "workload.1.senders",
