@@ -27,6 +27,10 @@
 //! - (j) hpcc-vs-dcqcn: the HPCC paper's comparison on a scaled fat tree:
 //!   HPCC cuts the tail slowdown of short flows and the queues far below
 //!   DCQCN's, at 30% and 50% load;
+//! - (k) irn: selective repeat (IRN-style) without PFC beats go-back-N
+//!   with PFC on mean and tail flow completion, and go-back-N without PFC
+//!   collapses once the buffers are shallow; selective repeat resends
+//!   about one packet per drop, go-back-N several;
 //! - hpcc-files, fat-tree: the HPCC simulator's topology and flow-list
 //!   files, and a fat tree with Poisson incasts, run with every flow
 //!   completing.
@@ -935,6 +939,96 @@ fn a_fat_tree_routes_from_the_first_pod_to_the_last_and_poisson_incasts_complete
     // 5% of 16 x 100 Gb/s in 300 KB incasts over 500 us: about 17.
     let incast = rows.iter().filter(|r| r["tag"] == "incast").count();
     assert!(incast >= 6 * 5 && incast % 6 == 0, "{incast}");
+}
+
+/// (k)'s figures of one run from flows.csv: mean FCT (ns), p99 FCT (ns)
+/// and mean slowdown over every completed flow.
+fn fct_figures(out: &Path, run: &str) -> (f64, f64, f64) {
+    let rows = flow_rows(out, run);
+    let mut fct: Vec<f64> = Vec::new();
+    let mut slow = 0.0;
+    for r in &rows {
+        let f: f64 = r["fct_ns"].parse().expect("every flow completed");
+        let ideal: f64 = r["ideal_fct_ns"].parse().unwrap();
+        fct.push(f);
+        slow += f / ideal.max(1.0);
+    }
+    let n = fct.len() as f64;
+    let mean = fct.iter().sum::<f64>() / n;
+    fct.sort_by(f64::total_cmp);
+    let p99 = fct[((fct.len() * 99) / 100).saturating_sub(1)];
+    (mean, p99, slow / n)
+}
+
+/// Experiment (k), IRN §4.2 without a rate control. Measured (seed 1):
+///
+/// | run | mean FCT | p99 FCT | mean slowdown | drops | resent |
+/// |---|---|---|---|---|---|
+/// | roce-pfc-nocc | 512 us | 10.08 ms | 6.44 | 0 | 547 |
+/// | irn-nocc | 495 us | 9.90 ms | 6.07 | 920 | 991 |
+/// | roce-nocc | 517 us | 10.40 ms | 6.62 | 4218 | 24211 |
+/// | irn-nocc-shallow | 539 us | 10.41 ms | 7.66 | 17635 | 18097 |
+/// | roce-nocc-shallow | 865 us | 16.30 ms | 13.08 | 84581 | 277924 |
+#[test]
+fn k_selective_repeat_without_pfc_beats_go_back_n_with_it() {
+    let (_tmp, out) = lab("irn");
+    let runs = [
+        "roce-pfc-nocc",
+        "irn-nocc",
+        "roce-nocc",
+        "irn-nocc-shallow",
+        "roce-nocc-shallow",
+        "roce-pfc",
+        "irn",
+        "roce",
+    ];
+    for r in runs {
+        let v = run(&out, r);
+        assert_eq!(v["flows_completed"], v["flows"], "{v}");
+        assert_eq!(f(&v, "completion_errors"), 0.0, "{v}");
+        if r.contains("pfc") {
+            assert_eq!(f(&v, "drops"), 0.0, "{v}");
+        }
+    }
+    let (pfc, irn) = (
+        fct_figures(&out, "roce-pfc-nocc"),
+        fct_figures(&out, "irn-nocc"),
+    );
+    assert!(
+        irn.0 < pfc.0,
+        "mean FCT: irn {irn:?}, roce with PFC {pfc:?}"
+    );
+    assert!(irn.1 < pfc.1, "p99 FCT: irn {irn:?}, roce with PFC {pfc:?}");
+    assert!(
+        irn.2 < pfc.2,
+        "mean slowdown: irn {irn:?}, roce with PFC {pfc:?}"
+    );
+    let (irn_s, roce_s) = (
+        fct_figures(&out, "irn-nocc-shallow"),
+        fct_figures(&out, "roce-nocc-shallow"),
+    );
+    assert!(
+        roce_s.2 > 1.5 * irn_s.2,
+        "shallow: irn {irn_s:?}, roce {roce_s:?}"
+    );
+    assert!(
+        roce_s.1 > 1.3 * irn_s.1,
+        "shallow: irn {irn_s:?}, roce {roce_s:?}"
+    );
+    // Resent packets per drop.
+    let per_drop = |r: &str| {
+        let v = run(&out, r);
+        f(&v, "retransmitted_pkts") / f(&v, "drops").max(1.0)
+    };
+    for r in ["irn-nocc", "irn-nocc-shallow"] {
+        assert!(per_drop(r) <= 1.5, "{r}: {}", per_drop(r));
+    }
+    for r in ["roce-nocc", "roce-nocc-shallow"] {
+        assert!(per_drop(r) >= 3.0, "{r}: {}", per_drop(r));
+    }
+    if font_installed() {
+        assert!(out.join("fct-p99.png").is_file());
+    }
 }
 
 /// The lab leaves the ICRC and the placing of WRITE payloads to the NICs
