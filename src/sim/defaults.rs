@@ -6,6 +6,7 @@
 use crate::backend::fabric::RedConfig;
 use crate::cc::CcConfig;
 use crate::time::Duration;
+use crate::transport::{QpCaps, QpConfig};
 
 /// The largest WRITE a run accepts.
 pub const MAX_MESSAGE: u32 = 16 << 20;
@@ -42,5 +43,28 @@ pub fn default_cnp_interval(cc: &CcConfig) -> Duration {
         Duration::from_micros(50)
     } else {
         Duration::from_micros(4)
+    }
+}
+
+/// A sending QP of the incast and the lab: `window` WRITEs outstanding of
+/// `packets` packets each, one SGE, one receive; room for the whole window
+/// in flight (the window, not the transport's default cap, limits what a
+/// sender has out), selective repeat's short timeout `rto_low_us`.
+pub fn window_caps(window: u32, packets: u32, rto_low_us: u32) -> QpCaps {
+    let config = QpConfig {
+        max_inflight: window
+            .saturating_mul(packets)
+            .max(QpConfig::default().max_inflight),
+        rto_low_us,
+        ..QpConfig::default()
+    };
+    QpCaps {
+        max_send_wr: window,
+        max_recv_wr: 1,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        max_inline_data: 0,
+        config: Some(config),
+        ..QpCaps::default()
     }
 }

@@ -67,14 +67,16 @@ use crate::backend::fabric::{
     serialization_time, ChannelId, LinkConfig, LinkCounters, RedConfig, SimError,
 };
 use crate::cc::{CcConfig, TraceRecord};
-use crate::sim::defaults::{default_cnp_interval, default_red, MAX_MESSAGE, MAX_WINDOW};
+use crate::sim::defaults::{
+    default_cnp_interval, default_red, window_caps, MAX_MESSAGE, MAX_WINDOW,
+};
 use crate::sim::net::SimNet;
 use crate::sim::stats::{jain_index, percentile};
 use crate::time::{Duration, Instant};
 use crate::transport::connect::ConnectParams;
 use crate::transport::{
-    Access, CqId, Device, DeviceConfig, Event, MrKeys, MrSpec, Mtu, Payload, QpCaps, QpConfig,
-    QpCounters, SendOp, SendWr, Sge, Wc, WcStatus,
+    Access, CqId, Device, DeviceConfig, Event, MrKeys, MrSpec, Mtu, Payload, QpConfig, QpCounters,
+    SendOp, SendWr, Sge, Wc, WcStatus,
 };
 use crate::wire::{len, MacAddr};
 use serde::Serialize;
@@ -781,21 +783,7 @@ impl<'a> Run<'a> {
 
         let msg = cfg.message_bytes as usize;
         let pkts = cfg.packets_per_message() as u32;
-        let qp_cfg = QpConfig {
-            // Room for the whole window in flight: the window, not the
-            // transport's default cap, limits what a sender has out.
-            max_inflight: (window.saturating_mul(pkts)).max(QpConfig::default().max_inflight),
-            ..QpConfig::default()
-        };
-        let caps = QpCaps {
-            max_send_wr: window,
-            max_recv_wr: 1,
-            max_send_sge: 1,
-            max_recv_sge: 1,
-            max_inline_data: 0,
-            config: Some(qp_cfg),
-            ..QpCaps::default()
-        };
+        let caps = window_caps(window, pkts, QpConfig::default().rto_low_us);
         // The receiver's one region: every flow writes over it.
         let (rpd, rcq, rmr) = {
             let d = &mut net.hosts[RECEIVER].dev;

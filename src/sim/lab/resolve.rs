@@ -14,7 +14,7 @@ use crate::backend::fabric::RedConfig;
 use crate::cc::CcConfig;
 use crate::sim::defaults::{default_cnp_interval, default_red, MAX_MESSAGE, MAX_WINDOW};
 use crate::transport::connect::ConnectParams;
-use crate::transport::{Mtu, QpCaps, QpConfig};
+use crate::transport::{Mtu, QpCaps};
 use serde::Serialize;
 use std::path::Path;
 
@@ -658,23 +658,7 @@ impl Resolved {
         let mtu =
             Mtu::from_bytes(topo.mtu).ok_or_else(|| format!("{} is not a path MTU", topo.mtu))?;
         let pkts = (t.message_bytes as u64).div_ceil(u64::from(topo.mtu)) as u32;
-        let qp_cfg = QpConfig {
-            max_inflight: t
-                .window
-                .saturating_mul(pkts)
-                .max(QpConfig::default().max_inflight),
-            rto_low_us: t.rto_low_us,
-            ..QpConfig::default()
-        };
-        let caps = QpCaps {
-            max_send_wr: t.window,
-            max_recv_wr: 1,
-            max_send_sge: 1,
-            max_recv_sge: 1,
-            max_inline_data: 0,
-            config: Some(qp_cfg),
-            ..QpCaps::default()
-        };
+        let caps = crate::sim::defaults::window_caps(t.window, pkts, t.rto_low_us);
         let params = ConnectParams {
             mtu,
             timeout: t.timeout,
