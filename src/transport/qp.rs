@@ -112,6 +112,17 @@ pub enum Recovery {
     Selective,
 }
 
+impl Recovery {
+    /// What a QP runs when this end asks for `self` and its peer for
+    /// `peer`: selective repeat only if both asked.
+    pub fn agreed(self, peer: Recovery) -> Recovery {
+        match (self, peer) {
+            (Recovery::Selective, Recovery::Selective) => Recovery::Selective,
+            _ => Recovery::GoBackN,
+        }
+    }
+}
+
 impl core::str::FromStr for Recovery {
     type Err = String;
 

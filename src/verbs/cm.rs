@@ -393,10 +393,7 @@ impl<B: Backend> Context<B> {
             .min(max);
         let init = param.initiator_depth.min(req.initiator_depth).min(max);
         let peer = req.from.gid.to_canonical();
-        let recovery = match (param.recovery, asked(&req.private_data)) {
-            (Recovery::Selective, Recovery::Selective) => Recovery::Selective,
-            _ => Recovery::GoBackN,
-        };
+        let recovery = param.recovery.agreed(asked(&req.private_data));
         let private_data = with_caps(&param.private_data, REP_PRIVATE_MAX, recovery)?;
         let steps = ProgramQp {
             peer,
@@ -746,10 +743,7 @@ impl<B: Backend> Context<B> {
                     rnr_retry: info.rnr_retry_count,
                     // Selective repeat only if we asked and the REP says
                     // the peer did too.
-                    recovery: match (c.param.recovery, asked(&info.private_data)) {
-                        (Recovery::Selective, Recovery::Selective) => Recovery::Selective,
-                        _ => Recovery::GoBackN,
-                    },
+                    recovery: c.param.recovery.agreed(asked(&info.private_data)),
                 };
                 if let Err(e) = self.program(qpn, &steps) {
                     // As librdmacm: the QP could not take the REP's values,

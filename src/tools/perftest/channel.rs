@@ -7,6 +7,7 @@ use crate::backend::Backend;
 use crate::time::Duration;
 use crate::tools::exchange::Channel;
 use crate::tools::oob::perftest::{self as pt, Keys};
+use crate::transport::Recovery;
 use crate::verbs::Context;
 use anyhow::{bail, Context as _, Result};
 
@@ -56,9 +57,10 @@ pub struct Agreed {
     /// Both ends asked for INT telemetry on the test QPs (both are ferroce
     /// and run a rate control that needs it).
     pub int: bool,
-    /// Both ends asked for selective repeat on the test QPs (both are
-    /// ferroce and were given `--recovery sr`); otherwise go-back-N.
-    pub sr: bool,
+    /// The test QPs' loss recovery: selective repeat when both ends asked
+    /// for it (both are ferroce and were given `--recovery sr`), otherwise
+    /// go-back-N.
+    pub recovery: Recovery,
 }
 
 /// The setup every tool starts with: versions, system data, MTU
@@ -109,6 +111,10 @@ pub fn setup<B: Backend>(
         int: want_int && peer_int,
         // Unlike INT, a one-sided ask is no error: the QPs stay go-back-N,
         // the mode every RoCE peer speaks.
-        sr: want_sr && peer_caps & pt::CAP_SR != 0,
+        recovery: if want_sr && peer_caps & pt::CAP_SR != 0 {
+            Recovery::Selective
+        } else {
+            Recovery::GoBackN
+        },
     })
 }

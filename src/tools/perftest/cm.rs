@@ -44,11 +44,7 @@ pub fn connect_test_qps<B: Backend>(
     };
     // Both ends asked for selective repeat in the version exchange; the
     // REQ and REP say it again (ferroce's tail of their private data).
-    let recovery = if s.a.sr {
-        crate::transport::Recovery::Selective
-    } else {
-        crate::transport::Recovery::GoBackN
-    };
+    let recovery = s.a.recovery;
     let param = ConnParam {
         responder_resources: reads,
         initiator_depth: reads,

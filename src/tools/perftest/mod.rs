@@ -598,7 +598,7 @@ pub fn run<B: Backend>(
     let a = channel::setup(
         &mut ch, ctx, PAGE, CACHE_LINE, want as u8, want_int, want_sr,
     )?;
-    if want_sr && !a.sr {
+    if want_sr && a.recovery != Recovery::Selective {
         writeln!(
             out,
             " Selective repeat: the peer did not ask for it (it is not ferroce, or was not given \
@@ -626,7 +626,7 @@ pub fn run<B: Backend>(
             gid_index: opts.gid_index,
             out_reads: matches!(p.test.verb(), Verb::Read | Verb::Atomic).then_some(out_reads),
             rdma_cm: opts.rdma_cm,
-            selective_repeat: s.a.sr,
+            selective_repeat: s.a.recovery == Recovery::Selective,
         },
         out,
     )?;
@@ -830,11 +830,7 @@ fn connect<B: Backend>(ctx: &mut Context<B>, s: &Setup, mtu: Mtu) -> Result<()> 
         access: s.p.access(),
         sgid_index: s.gid_index,
         int_telemetry: s.a.int,
-        recovery: if s.a.sr {
-            crate::transport::Recovery::Selective
-        } else {
-            crate::transport::Recovery::GoBackN
-        },
+        recovery: s.a.recovery,
         ..ConnectParams::default()
     };
     let max = ctx.device().config().max_qp_rd_atom;
