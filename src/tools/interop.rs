@@ -316,6 +316,10 @@ pub struct PerftestCmd {
     /// go-back-N and the tool says so).
     #[arg(long, default_value = "gbn")]
     pub recovery: crate::transport::Recovery,
+    /// The local ACK timeout of the test QPs, 4.096 us x 2^N (default 14,
+    /// about 67 ms). Not with -R (RDMA-CM's path sets it).
+    #[arg(short = 'u', long = "qp-timeout")]
+    pub qp_timeout: Option<u8>,
     /// The server's address (TCP); without it we are the server.
     pub server: Option<IpAddr>,
 }
@@ -351,6 +355,7 @@ impl PerftestCmd {
             rdma_cm: self.rdma_cm,
             cc_trace: self.cc_trace.is_some(),
             recovery: self.recovery,
+            qp_timeout: self.qp_timeout,
         })
     }
 

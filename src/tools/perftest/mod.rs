@@ -24,7 +24,7 @@
 //!   read-lat one READ at a time from the client.
 //!
 //! QP attributes as perftest sets them: access by verb, `min_rnr_timer`
-//! 12, timeout 14, `retry_cnt` 7, `rnr_retry` 7, hop limit 255,
+//! 12, timeout 14 (`-u`), `retry_cnt` 7, `rnr_retry` 7, hop limit 255,
 //! `max_dest_rd_atomic` = our `out_reads`, `max_rd_atomic` = the peer's.
 
 pub mod channel;
@@ -205,6 +205,10 @@ pub struct Opts {
     /// only when the peer (ferroce) asked for it too
     /// ([`Report::recovery`] says what ran).
     pub recovery: Recovery,
+    /// `-u`: the local ACK timeout of the test QPs, 4.096 µs × 2^u (IBTA
+    /// §9.7.6.1.3; default 14, about 67 ms). Not with `-R`, whose QPs
+    /// take RDMA-CM's path values.
+    pub qp_timeout: Option<u8>,
 }
 
 impl Opts {
@@ -231,6 +235,7 @@ impl Opts {
             rdma_cm: false,
             cc_trace: false,
             recovery: Recovery::GoBackN,
+            qp_timeout: None,
         }
     }
 }
@@ -259,7 +264,12 @@ pub struct Params {
     pub atomic: AtomicKind,
     /// Report Gbit/s instead of MiB/s.
     pub gbits: bool,
+    /// The local ACK timeout's exponent (`-u`).
+    pub qp_timeout: u8,
 }
+
+/// perftest's default `-u`: 4.096 µs × 2^14, about 67 ms.
+const DEFAULT_QP_TIMEOUT: u8 = 14;
 
 /// Page size and cache line we announce (`check_sys_data`).
 const PAGE: u32 = 4096;
@@ -318,6 +328,13 @@ impl Params {
             100
         });
         cq_mod = cq_mod.clamp(1, tx_depth);
+        if let Some(u) = o.qp_timeout {
+            ensure!(u <= 31, "-u {u}: the ACK timeout's exponent is 0 to 31");
+            ensure!(
+                !o.rdma_cm,
+                "-u with -R: the QPs take RDMA-CM's ACK timeout from its path"
+            );
+        }
         Ok(Params {
             test: t,
             size,
@@ -329,6 +346,7 @@ impl Params {
             cq_mod,
             atomic: o.atomic,
             gbits: o.report_gbits,
+            qp_timeout: o.qp_timeout.unwrap_or(DEFAULT_QP_TIMEOUT),
         })
     }
 
@@ -822,7 +840,7 @@ fn connect<B: Backend>(ctx: &mut Context<B>, s: &Setup, mtu: Mtu) -> Result<()> 
     use crate::transport::connect::{connect_steps, ConnectParams};
     let params = ConnectParams {
         mtu,
-        timeout: 14,
+        timeout: s.p.qp_timeout,
         retry_cnt: 7,
         rnr_retry: 7,
         min_rnr_timer: 12,

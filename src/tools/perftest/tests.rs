@@ -249,6 +249,26 @@ fn defaults_follow_perftest() {
     .is_err());
 }
 
+/// `-u`: perftest's 14 by default, any exponent up to 31, refused past
+/// it and with `-R` (whose QPs take RDMA-CM's path values), by name.
+#[test]
+fn qp_timeout_is_perftest_u() {
+    let with = |u, rdma_cm| {
+        Params::from_opts(&Opts {
+            qp_timeout: u,
+            rdma_cm,
+            ..Opts::new(Test::SendBw)
+        })
+    };
+    assert_eq!(with(None, false).unwrap().qp_timeout, 14);
+    assert_eq!(with(None, true).unwrap().qp_timeout, 14);
+    assert_eq!(with(Some(16), false).unwrap().qp_timeout, 16);
+    let e = with(Some(32), false).unwrap_err().to_string();
+    assert!(e.contains("-u 32"), "{e}");
+    let e = with(Some(16), true).unwrap_err().to_string();
+    assert!(e.contains("-u with -R"), "{e}");
+}
+
 /// `--recovery sr` on both ends: the version messages carry the ask, the
 /// QPs run selective repeat (the banner says so); on one end only, both
 /// run go-back-N and the end that asked says why. Over TCP and with `-R`.
