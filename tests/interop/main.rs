@@ -428,7 +428,7 @@ fn not_ours(cell: &Cell, f: &Failure, dir: &Path, run_drops: (u64, u64)) -> Opti
         && f.detail.contains("transport retry counter exceeded");
     if no_loss_stall || undropped_stall {
         let ip = ferroce_ip(cell);
-        return match capture::resends_waited(&dir.join("frames.pcap"), ip, ACK_TIMEOUT_NS) {
+        return match capture::resends_waited(&dir.join("frames.pcap"), ip, cell.ack_timeout_ns()) {
             Ok(n) if n > 0 => Some(format!(
                 "the guest stalled: ferroce resent {n} requests, each a full ACK timeout after the first with rxe silent"
             )),
@@ -471,9 +471,6 @@ fn ferroce_ip(cell: &Cell) -> std::net::IpAddr {
     };
     ip.parse().expect("an address")
 }
-
-/// The tools' local ACK timeout: 4.096 us x 2^14 (IBTA §9.7.6.1.3).
-const ACK_TIMEOUT_NS: u64 = 4096 << 14;
 
 /// What a passing run counted.
 struct RunFacts {
