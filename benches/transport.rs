@@ -105,7 +105,7 @@ impl Pair {
                 self.qb,
                 RecvWr {
                     wr_id: 1,
-                    sges: vec![rsge],
+                    sges: smallvec::smallvec![rsge],
                 },
             )
             .unwrap();
@@ -117,7 +117,7 @@ impl Pair {
         self.a
             .post_send(
                 self.qa,
-                SendWr::new(2, SendOp::Send, Payload::Sges(vec![sge])),
+                SendWr::new(2, SendOp::Send, Payload::Sges(smallvec::smallvec![sge])),
             )
             .unwrap();
         self.shuttle();
@@ -138,7 +138,10 @@ impl Pair {
             rkey: self.mrb.rkey,
         };
         self.a
-            .post_send(self.qa, SendWr::new(3, op, Payload::Sges(vec![sge])))
+            .post_send(
+                self.qa,
+                SendWr::new(3, op, Payload::Sges(smallvec::smallvec![sge])),
+            )
             .unwrap();
         self.shuttle();
         self.wcs.clear();

@@ -394,8 +394,11 @@ impl Pair {
             lkey: mr.lkey,
         };
         let d = &mut self.net.hosts[0].dev;
-        d.post_send(self.qp[0], SendWr::new(1, op, Payload::Sges(vec![sge])))
-            .unwrap();
+        d.post_send(
+            self.qp[0],
+            SendWr::new(1, op, Payload::Sges(smallvec::smallvec![sge])),
+        )
+        .unwrap();
         self.net.touch(0);
     }
 
@@ -592,7 +595,7 @@ fn no_receive_posted_is_rnr() {
                         qp1,
                         RecvWr {
                             wr_id: 9,
-                            sges: vec![sge],
+                            sges: smallvec::smallvec![sge],
                         },
                     )
                     .unwrap();

@@ -294,7 +294,7 @@ fn run(s: Setup) -> Run {
                 qb,
                 RecvWr {
                     wr_id: i as u64,
-                    sges: vec![sge],
+                    sges: smallvec::smallvec![sge],
                 },
             )
             .unwrap();
@@ -337,7 +337,10 @@ fn run(s: Setup) -> Run {
     ];
     for (i, (op, sge)) in ops.into_iter().enumerate() {
         a.dev
-            .post_send(qa, SendWr::new(i as u64, op, Payload::Sges(vec![sge])))
+            .post_send(
+                qa,
+                SendWr::new(i as u64, op, Payload::Sges(smallvec::smallvec![sge])),
+            )
             .unwrap();
     }
     let sent = shuttle(&mut a.dev, &mut b.dev, Some(101));
@@ -542,7 +545,10 @@ fn frames_of_other_vlans_are_counted_and_dropped() {
             rkey: b.mr.rkey,
         };
         a.dev
-            .post_send(qa, SendWr::new(1, w, Payload::Sges(vec![sge])))
+            .post_send(
+                qa,
+                SendWr::new(1, w, Payload::Sges(smallvec::smallvec![sge])),
+            )
             .unwrap();
         let mut buf = vec![0u8; MAX_FRAME];
         let n = a.dev.poll_transmit(Instant::ZERO, &mut buf).unwrap();
@@ -613,7 +619,7 @@ fn send_between(
             qpb,
             RecvWr {
                 wr_id: 1,
-                sges: vec![rsge],
+                sges: smallvec::smallvec![rsge],
             },
         )
         .unwrap();
@@ -623,7 +629,10 @@ fn send_between(
         lkey: mra.lkey,
     };
     a.dev
-        .post_send(qpa, SendWr::new(2, SendOp::Send, Payload::Sges(vec![sge])))
+        .post_send(
+            qpa,
+            SendWr::new(2, SendOp::Send, Payload::Sges(smallvec::smallvec![sge])),
+        )
         .unwrap();
     let (mut qa_out, mut qb_out) = (Burst::new(), Burst::new());
     let mut wcs: Vec<Wc> = Vec::new();

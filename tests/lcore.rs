@@ -98,7 +98,11 @@ fn write(id: u64, sa: &Side, sb: &Side, off: usize, len: u32) -> SendWr {
         remote_addr: sb.mr.addr() + off as u64,
         rkey: sb.mr.rkey(),
     };
-    SendWr::new(id, op, Payload::Sges(vec![sa.mr.sge(off, len).unwrap()]))
+    SendWr::new(
+        id,
+        op,
+        Payload::Sges(smallvec::smallvec![sa.mr.sge(off, len).unwrap()]),
+    )
 }
 
 #[test]
@@ -121,7 +125,7 @@ fn send_write_and_read_through_two_datapath_threads() {
         &sb.qp,
         RecvWr {
             wr_id: 7,
-            sges: vec![sb.mr.sge(0, 64).unwrap()],
+            sges: smallvec::smallvec![sb.mr.sge(0, 64).unwrap()],
         },
     )
     .unwrap();
@@ -139,7 +143,7 @@ fn send_write_and_read_through_two_datapath_threads() {
             let send = SendWr::new(
                 1,
                 SendOp::Send,
-                Payload::Sges(vec![sa.mr.sge(0, 5).unwrap()]),
+                Payload::Sges(smallvec::smallvec![sa.mr.sge(0, 5).unwrap()]),
             );
             a.post_send(&sa.qp, send).unwrap();
             let op = SendOp::Write {
@@ -147,15 +151,21 @@ fn send_write_and_read_through_two_datapath_threads() {
                 rkey: sb.mr.rkey(),
             };
             let sge = sa.mr.sge(1024, 6000).unwrap();
-            a.post_send(&sa.qp, SendWr::new(2, op, Payload::Sges(vec![sge])))
-                .unwrap();
+            a.post_send(
+                &sa.qp,
+                SendWr::new(2, op, Payload::Sges(smallvec::smallvec![sge])),
+            )
+            .unwrap();
             let op = SendOp::Read {
                 remote_addr: sb.mr.addr() + 100,
                 rkey: sb.mr.rkey(),
             };
             let sge = sa.mr.sge(8192, 6000).unwrap();
-            a.post_send(&sa.qp, SendWr::new(3, op, Payload::Sges(vec![sge])))
-                .unwrap();
+            a.post_send(
+                &sa.qp,
+                SendWr::new(3, op, Payload::Sges(smallvec::smallvec![sge])),
+            )
+            .unwrap();
             take(&a, &sa.cq, 3)
         })
         .join()
@@ -268,7 +278,7 @@ fn refused_posts_come_back_at_once_or_as_error_completions() {
         &sa.qp,
         RecvWr {
             wr_id: 3,
-            sges: vec![],
+            sges: smallvec::smallvec![],
         },
     )
     .unwrap();
@@ -310,10 +320,14 @@ fn refused_posts_come_back_at_once_or_as_error_completions() {
     };
     a.connect(&qp, 0x99, IP_B.into(), &p, 0, 0).unwrap();
     let sge = sa.mr.sge(0, 8).unwrap();
-    let two = SendWr::new(4, SendOp::Send, Payload::Sges(vec![sge, sge]));
+    let two = SendWr::new(
+        4,
+        SendOp::Send,
+        Payload::Sges(smallvec::smallvec![sge, sge]),
+    );
     a.post_send(&qp, two).unwrap();
     for id in 5..8 {
-        let one = SendWr::new(id, SendOp::Send, Payload::Sges(vec![sge]));
+        let one = SendWr::new(id, SendOp::Send, Payload::Sges(smallvec::smallvec![sge]));
         a.post_send(&qp, one).unwrap();
     }
     let w = take(&a, &sa.cq, 2);
@@ -470,7 +484,7 @@ fn two_contexts_on_one_datapath_thread() {
         &sb.qp,
         RecvWr {
             wr_id: 70,
-            sges: vec![sb.mr.sge(0, 64).unwrap()],
+            sges: smallvec::smallvec![sb.mr.sge(0, 64).unwrap()],
         },
     )
     .unwrap();
@@ -479,7 +493,7 @@ fn two_contexts_on_one_datapath_thread() {
     let send = SendWr::new(
         1,
         SendOp::Send,
-        Payload::Sges(vec![sa.mr.sge(0, 9).unwrap()]),
+        Payload::Sges(smallvec::smallvec![sa.mr.sge(0, 9).unwrap()]),
     );
     a.post_send(&sa.qp, send).unwrap();
     a.post_send(&sa.qp, write(2, &sa, &sb, 0, 9)).unwrap();

@@ -537,7 +537,7 @@ fn build_responder(cap: &Capture, recs: &[Rec], flow: &Flow) -> Responder {
                 qpn,
                 RecvWr {
                     wr_id: k,
-                    sges: vec![Sge {
+                    sges: smallvec::smallvec![Sge {
                         addr: keys.addr + k * RECV_LEN,
                         length: RECV_LEN as u32,
                         lkey: keys.lkey,
@@ -1125,7 +1125,7 @@ fn requester_replay(cap: &Capture, recs: &[Rec], flow: &Flow) -> usize {
         let wr = SendWr::new(
             k as u64,
             m.op,
-            Payload::Sges(vec![Sge {
+            Payload::Sges(smallvec::smallvec![Sge {
                 addr: local.addr + slot(k),
                 length: m.len,
                 lkey: local.lkey,

@@ -296,7 +296,15 @@ impl End {
         self.dev.post_send(self.qp, wr).unwrap()
     }
     fn recv(&mut self, wr_id: u64, sges: Vec<Sge>) {
-        self.dev.post_recv(self.qp, RecvWr { wr_id, sges }).unwrap()
+        self.dev
+            .post_recv(
+                self.qp,
+                RecvWr {
+                    wr_id,
+                    sges: sges.into(),
+                },
+            )
+            .unwrap()
     }
     fn poll(&mut self) {
         let mut v = Vec::new();
@@ -323,7 +331,7 @@ impl End {
 }
 
 fn wr(id: u64, op: SendOp, sges: Vec<Sge>) -> SendWr {
-    SendWr::new(id, op, Payload::Sges(sges))
+    SendWr::new(id, op, Payload::Sges(sges.into()))
 }
 
 /// RESET -> INIT -> RTR -> RTS, as `ibv_modify_qp` three times.
@@ -1256,7 +1264,7 @@ fn scatter_gather_lists_on_both_sides() {
             p.a.qp,
             RecvWr {
                 wr_id: 9,
-                sges: many
+                sges: many.into()
             }
         ),
         Err(Error::TooManySge)
@@ -3219,7 +3227,7 @@ fn qp_state_machine_errors_are_errors_not_panics() {
     let send = || wr(1, SendOp::Send, vec![sge]);
     let recv = || RecvWr {
         wr_id: 1,
-        sges: vec![sge],
+        sges: smallvec::smallvec![sge],
     };
     let state = |d: &Device| d.query_qp(q).unwrap().0;
 
@@ -3555,7 +3563,7 @@ fn posting_limits() {
             qa,
             RecvWr {
                 wr_id: 3,
-                sges: vec![s]
+                sges: smallvec::smallvec![s]
             }
         ),
         Err(Error::QueueFull)
@@ -4638,7 +4646,7 @@ mod props {
                         let _ = d.post_send(q, wr(1, op, vec![Sge { addr: mr.addr, length: len, lkey: mr.lkey }]));
                     }
                     Verb::Recv(l) => {
-                        let _ = d.post_recv(q, RecvWr { wr_id: 2, sges: vec![Sge { addr: mr.addr, length: l, lkey: mr.lkey }] });
+                        let _ = d.post_recv(q, RecvWr { wr_id: 2, sges: smallvec::smallvec![Sge { addr: mr.addr, length: l, lkey: mr.lkey }] });
                     }
                     Verb::Poll => {
                         let mut w = Vec::new();
@@ -4884,7 +4892,7 @@ fn soak(seed: u64, messages: usize) -> (QpCounters, QpCounters) {
                             eb.qp,
                             RecvWr {
                                 wr_id: slot as u64,
-                                sges: vec![rs],
+                                sges: smallvec::smallvec![rs],
                             },
                         )
                         .unwrap();

@@ -927,13 +927,17 @@ fn the_transports_own_frames_decode_in_tshark() {
             qb,
             RecvWr {
                 wr_id: i,
-                sges: vec![sge(&mrb, 32768 + i * 4096, 4096)],
+                sges: smallvec::smallvec![sge(&mrb, 32768 + i * 4096, 4096)],
             },
         )
         .unwrap();
     }
     for (i, (op, len)) in ops.iter().enumerate() {
-        let w = SendWr::new(i as u64, *op, Payload::Sges(vec![sge(&mra, 0, *len)]));
+        let w = SendWr::new(
+            i as u64,
+            *op,
+            Payload::Sges(smallvec::smallvec![sge(&mra, 0, *len)]),
+        );
         a.post_send(qa, w).unwrap();
     }
     // Shuttle frames both ways in virtual time, recording each; drop the
@@ -983,7 +987,7 @@ fn the_transports_own_frames_decode_in_tshark() {
                 qb,
                 RecvWr {
                     wr_id: 9,
-                    sges: vec![sge(&mrb, 49152, 4096)],
+                    sges: smallvec::smallvec![sge(&mrb, 49152, 4096)],
                 },
             )
             .unwrap();

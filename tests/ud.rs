@@ -112,7 +112,7 @@ fn recv(e: &mut End, id: u64, at: u64, len: u32) {
             e.qpn,
             RecvWr {
                 wr_id: id,
-                sges: vec![s],
+                sges: smallvec::smallvec![s],
             },
         )
         .unwrap();
@@ -123,7 +123,7 @@ fn send(from: &mut End, to: &End, id: u64, op: SendOp, data: &[u8], qkey: u32) {
     from.dev.mr_mut(from.lkey).unwrap()[..data.len()].copy_from_slice(data);
     let s = sge(from, 0, data.len() as u32);
     let d = dest(from, to, qkey);
-    let wr = SendWr::ud(id, op, Payload::Sges(vec![s]), d);
+    let wr = SendWr::ud(id, op, Payload::Sges(smallvec::smallvec![s]), d);
     from.dev.post_send(from.qpn, wr).unwrap();
 }
 
@@ -274,14 +274,17 @@ fn the_verbs_refuse_what_ud_cannot_send() {
     let d = dest(&mut a, &b, QKEY);
     let post = |a: &mut End, op, len, d| {
         let s = sge(a, 0, len);
-        a.dev
-            .post_send(a.qpn, SendWr::ud(1, op, Payload::Sges(vec![s]), d))
+        a.dev.post_send(
+            a.qpn,
+            SendWr::ud(1, op, Payload::Sges(smallvec::smallvec![s]), d),
+        )
     };
     let r = post(&mut a, write, 8, d);
     assert!(matches!(r, Err(Error::InvalidArgument(_))), "{r:?}");
-    let r = a
-        .dev
-        .post_send(a.qpn, SendWr::new(1, SendOp::Send, Payload::Sges(vec![s])));
+    let r = a.dev.post_send(
+        a.qpn,
+        SendWr::new(1, SendOp::Send, Payload::Sges(smallvec::smallvec![s])),
+    );
     assert!(
         matches!(r, Err(Error::InvalidArgument(_))),
         "no destination: {r:?}"
@@ -461,7 +464,12 @@ fn rxe_ud_pingpong_frames_are_ours_byte_for_byte() {
             };
             dev.post_send(
                 qpn,
-                SendWr::ud(i as u64, SendOp::Send, Payload::Sges(vec![s]), to),
+                SendWr::ud(
+                    i as u64,
+                    SendOp::Send,
+                    Payload::Sges(smallvec::smallvec![s]),
+                    to,
+                ),
             )
             .unwrap();
             let mut buf = vec![0u8; 2048];
@@ -502,7 +510,7 @@ fn rxe_ud_pingpong_frames_are_ours_byte_for_byte() {
                 q,
                 RecvWr {
                     wr_id: i as u64,
-                    sges: vec![s],
+                    sges: smallvec::smallvec![s],
                 },
             )
             .unwrap();

@@ -139,7 +139,7 @@ mod tests {
                 qpb,
                 RecvWr {
                     wr_id: 1,
-                    sges: vec![rsge],
+                    sges: smallvec::smallvec![rsge],
                 },
             )
             .unwrap();
@@ -149,7 +149,10 @@ mod tests {
             lkey: mra.lkey,
         };
         a.dev
-            .post_send(qpa, SendWr::new(2, SendOp::Send, Payload::Sges(vec![sge])))
+            .post_send(
+                qpa,
+                SendWr::new(2, SendOp::Send, Payload::Sges(smallvec::smallvec![sge])),
+            )
             .unwrap();
         let mut wcs: Vec<Wc> = Vec::new();
         for _ in 0..100 {

@@ -876,7 +876,7 @@ impl<'a> Run<'a> {
                         remote_addr: self.rmr.addr,
                         rkey: self.rmr.rkey,
                     },
-                    Payload::Sges(vec![Sge {
+                    Payload::Sges(smallvec::smallvec![Sge {
                         addr: fl.mr.addr,
                         length: self.cfg.message_bytes,
                         lkey: fl.mr.lkey,

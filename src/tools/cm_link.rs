@@ -190,7 +190,7 @@ impl CmLink {
     fn post_recv<B: Backend>(&self, ctx: &mut Context<B>) -> Result<()> {
         let wr = RecvWr {
             wr_id: 0,
-            sges: vec![self.rx.sge(0, MAX_MSG as u32).expect("56 bytes")],
+            sges: smallvec::smallvec![self.rx.sge(0, MAX_MSG as u32).expect("56 bytes")],
         };
         Ok(ctx.post_recv(&self.qp, wr)?)
     }
@@ -249,7 +249,7 @@ impl CmLink {
         let sge = self.tx.sge(0, msg.len() as u32).expect("fits");
         ctx.post_send(
             &self.qp,
-            SendWr::new(1, SendOp::Send, Payload::Sges(vec![sge])),
+            SendWr::new(1, SendOp::Send, Payload::Sges(smallvec::smallvec![sge])),
         )?;
         self.wait(ctx, false, limit)?;
         Ok(())

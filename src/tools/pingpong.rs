@@ -219,11 +219,16 @@ pub fn run<B: Backend>(
         Some(ah) => {
             let sge = o.mr.sge(GRH as usize, opts.size).context("our region")?;
             let dest = ah.dest(remote.qpn, UD_QKEY);
-            SendWr::ud(SEND, SendOp::Send, Payload::Sges(vec![sge]), dest)
+            SendWr::ud(
+                SEND,
+                SendOp::Send,
+                Payload::Sges(smallvec::smallvec![sge]),
+                dest,
+            )
         }
         None => {
             let sge = o.mr.sge(0, opts.size).context("our region")?;
-            SendWr::new(SEND, SendOp::Send, Payload::Sges(vec![sge]))
+            SendWr::new(SEND, SendOp::Send, Payload::Sges(smallvec::smallvec![sge]))
         }
     };
     let (elapsed, bad) = ping_pong(ctx, role, opts, limit, &o, &send)?;
@@ -276,7 +281,7 @@ impl Objects {
         let len = recv_len(opts);
         RecvWr {
             wr_id: RECV,
-            sges: vec![self.mr.sge(0, len).expect("the region is this long")],
+            sges: smallvec::smallvec![self.mr.sge(0, len).expect("the region is this long")],
         }
     }
 

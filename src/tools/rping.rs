@@ -163,7 +163,7 @@ impl Ends {
     fn post_recv<B: Backend>(&self, ctx: &mut Context<B>) -> Result<()> {
         let wr = RecvWr {
             wr_id: RECV,
-            sges: vec![self.recv.sge(0, INFO as u32).expect("16 bytes")],
+            sges: smallvec::smallvec![self.recv.sge(0, INFO as u32).expect("16 bytes")],
         };
         Ok(ctx.post_recv(&self.qp, wr)?)
     }
@@ -180,7 +180,7 @@ impl Ends {
         let sge = self.send.sge(0, INFO as u32).expect("16 bytes");
         Ok(ctx.post_send(
             &self.qp,
-            SendWr::new(SEND, SendOp::Send, Payload::Sges(vec![sge])),
+            SendWr::new(SEND, SendOp::Send, Payload::Sges(smallvec::smallvec![sge])),
         )?)
     }
 
@@ -413,7 +413,10 @@ fn rdma<B: Backend>(
     limit: Duration,
 ) -> Result<()> {
     let sge = e.rdma.sge(0, len).context("the ping is larger than -S")?;
-    ctx.post_send(&e.qp, SendWr::new(RDMA, op, Payload::Sges(vec![sge])))?;
+    ctx.post_send(
+        &e.qp,
+        SendWr::new(RDMA, op, Payload::Sges(smallvec::smallvec![sge])),
+    )?;
     match wait(ctx, e, RDMA, limit)? {
         Got::Done => Ok(()),
         Got::Disconnected => bail!("disconnected during an RDMA operation"),

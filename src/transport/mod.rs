@@ -54,7 +54,7 @@ pub use qp::{AddressVector, AttrMask, Mtu, QpAttr, QpState, QpType, Recovery};
 pub use requester::QpConfig;
 pub use ud::{AhId, UdDest};
 pub use vlan::Vlan;
-pub use wr::{Payload, RecvWr, SendOp, SendWr, Sge, Wc, WcOpcode, WcStatus};
+pub use wr::{Payload, RecvWr, SendOp, SendWr, Sge, SgeList, Wc, WcOpcode, WcStatus, SGE_INLINE};
 
 use crate::cc::{CcCounters, CcState, Pacer, RateController, TraceRecord};
 use crate::time::{DeadlineHeap, Duration, Instant};

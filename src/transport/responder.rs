@@ -40,7 +40,7 @@ use super::mr::{Access, AtomicOp, MrTable, PdId};
 use super::path::{Packet, Path};
 use super::requester::packets;
 use super::selective::Reorder;
-use super::wr::{Sge, Wc, WcOpcode, WcStatus};
+use super::wr::{Wc, WcOpcode, WcStatus};
 use super::{CqId, QpCounters, Sink};
 use crate::wire::ext::{AckSyndrome, AethRepr, NakCode, CREDIT_INVALID};
 use crate::wire::int::{IntStack, Trailer};
@@ -53,7 +53,7 @@ use std::collections::VecDeque;
 #[derive(Debug, Clone)]
 pub(crate) struct RecvWqe {
     pub wr_id: u64,
-    pub sges: Vec<Sge>,
+    pub sges: super::wr::SgeList,
     pub len: u64,
 }
 

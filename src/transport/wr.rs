@@ -17,6 +17,15 @@ pub struct Sge {
     pub lkey: Lkey,
 }
 
+/// A work request's scatter/gather list: up to [`SGE_INLINE`] elements
+/// are held in the work request itself, so posting one allocates nothing;
+/// a longer list (up to the QP's `max_send_sge` / `max_recv_sge`) spills
+/// to the heap.
+pub type SgeList = smallvec::SmallVec<[Sge; SGE_INLINE]>;
+
+/// Scatter/gather elements a work request holds without allocating.
+pub const SGE_INLINE: usize = 2;
+
 /// The operation of a send work request (`ibv_wr_opcode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SendOp {
@@ -117,13 +126,17 @@ impl SendOp {
 pub enum Payload {
     /// Gathered from (or, for READ and atomics, scattered to) these
     /// elements, in order.
-    Sges(Vec<Sge>),
+    Sges(SgeList),
     /// Copied into the work request when it is posted (`IBV_SEND_INLINE`);
     /// the buffer may be reused at once. Not for READ or atomics.
     Inline(Vec<u8>),
 }
 
 impl Payload {
+    /// One element (what nearly every work request carries).
+    pub fn sge(sge: Sge) -> Payload {
+        Payload::Sges(smallvec::smallvec![sge])
+    }
     /// The payload's length in bytes.
     pub fn len(&self) -> u64 {
         match self {
@@ -187,7 +200,7 @@ pub struct RecvWr {
     /// The application's identifier, returned in the completion.
     pub wr_id: u64,
     /// Where the received bytes are scattered, in order.
-    pub sges: Vec<Sge>,
+    pub sges: SgeList,
 }
 
 /// Completion status (`ibv_wc_status`; the numbers are libibverbs').

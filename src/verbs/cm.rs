@@ -822,7 +822,7 @@ struct ProgramQp {
 fn slot_recv(mr: &MrKeys, slot: usize) -> RecvWr {
     RecvWr {
         wr_id: slot as u64,
-        sges: vec![Sge {
+        sges: smallvec::smallvec![Sge {
             addr: mr.addr + (slot * SLOT) as u64,
             length: SLOT as u32,
             lkey: mr.lkey,

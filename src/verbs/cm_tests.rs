@@ -181,13 +181,13 @@ fn send_one(x: &mut Ctx, y: &mut Ctx, sx: &Side, sy: &Side) {
     x.mr_mut(&sx.mr).unwrap()[..5].copy_from_slice(b"ping!");
     let r = RecvWr {
         wr_id: 7,
-        sges: vec![sy.mr.sge(0, 64).unwrap()],
+        sges: smallvec::smallvec![sy.mr.sge(0, 64).unwrap()],
     };
     y.post_recv(&sy.qp, r).unwrap();
     let s = SendWr::new(
         1,
         SendOp::Send,
-        Payload::Sges(vec![sx.mr.sge(0, 5).unwrap()]),
+        Payload::Sges(smallvec::smallvec![sx.mr.sge(0, 5).unwrap()]),
     );
     x.post_send(&sx.qp, s).unwrap();
     let mut w = Vec::new();

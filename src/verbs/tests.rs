@@ -130,14 +130,14 @@ fn send_write_read_and_atomics_complete_with_their_data() {
         &sb.qp,
         RecvWr {
             wr_id: 7,
-            sges: vec![sb.mr.sge(0, 64).unwrap()],
+            sges: smallvec::smallvec![sb.mr.sge(0, 64).unwrap()],
         },
     )
     .unwrap();
     let sge = sa.mr.sge(0, 5).unwrap();
     a.post_send(
         &sa.qp,
-        SendWr::new(1, SendOp::Send, Payload::Sges(vec![sge])),
+        SendWr::new(1, SendOp::Send, Payload::Sges(smallvec::smallvec![sge])),
     )
     .unwrap();
     let r = take(&mut a, &mut b, false, &sb.cq, 1);
@@ -159,15 +159,21 @@ fn send_write_read_and_atomics_complete_with_their_data() {
         rkey: sb.mr.rkey(),
     };
     let sge = sa.mr.sge(0, 6000).unwrap();
-    a.post_send(&sa.qp, SendWr::new(2, write, Payload::Sges(vec![sge])))
-        .unwrap();
+    a.post_send(
+        &sa.qp,
+        SendWr::new(2, write, Payload::Sges(smallvec::smallvec![sge])),
+    )
+    .unwrap();
     let read = SendOp::Read {
         remote_addr: sb.mr.addr() + 100,
         rkey: sb.mr.rkey(),
     };
     let back = sa.mr.sge(8192, 6000).unwrap();
-    a.post_send(&sa.qp, SendWr::new(3, read, Payload::Sges(vec![back])))
-        .unwrap();
+    a.post_send(
+        &sa.qp,
+        SendWr::new(3, read, Payload::Sges(smallvec::smallvec![back])),
+    )
+    .unwrap();
     let w = take(&mut a, &mut b, true, &sa.cq, 2);
     assert_eq!(
         (w[0].wr_id, w[0].opcode, w[0].status),
@@ -194,7 +200,7 @@ fn send_write_read_and_atomics_complete_with_their_data() {
                 rkey: sa.mr.rkey(),
                 add: 5,
             },
-            Payload::Sges(vec![sb.mr.sge(8000, 8).unwrap()]),
+            Payload::Sges(smallvec::smallvec![sb.mr.sge(8000, 8).unwrap()]),
         )
     };
     b.post_send(&sb.qp, fa(4)).unwrap();
@@ -346,7 +352,7 @@ fn posting_checks_state_queue_room_and_sizes() {
         ..QpCaps::default()
     };
     let qp = a.create_qp(&pd, &cq, &cq, caps).unwrap();
-    let send = |sges: Vec<Sge>| SendWr::new(1, SendOp::Send, Payload::Sges(sges));
+    let send = |sges: Vec<Sge>| SendWr::new(1, SendOp::Send, Payload::Sges(sges.into()));
     let sge = mr.sge(0, 8).unwrap();
     assert_eq!(
         a.post_send(&qp, send(vec![sge])),
@@ -354,7 +360,7 @@ fn posting_checks_state_queue_room_and_sizes() {
     );
     let rwr = || RecvWr {
         wr_id: 1,
-        sges: vec![sge],
+        sges: smallvec::smallvec![sge],
     };
     assert!(a.post_recv(&qp, rwr()).is_err(), "no receive in RESET");
     // To RTS towards a QP that never answers (static MAC: no ARP).
@@ -406,7 +412,7 @@ fn resources_in_use_cannot_be_destroyed_and_come_back() {
         &s.qp,
         RecvWr {
             wr_id: 1,
-            sges: vec![s.mr.sge(0, 16).unwrap()],
+            sges: smallvec::smallvec![s.mr.sge(0, 16).unwrap()],
         },
     )
     .unwrap();
@@ -482,8 +488,11 @@ fn a_full_cq_reports_an_overrun_and_loses_nothing() {
             rkey: sb.mr.rkey(),
         };
         let sge = sa.mr.sge(i as usize * 8, 8).unwrap();
-        a.post_send(&sa.qp, SendWr::new(i, op, Payload::Sges(vec![sge])))
-            .unwrap();
+        a.post_send(
+            &sa.qp,
+            SendWr::new(i, op, Payload::Sges(smallvec::smallvec![sge])),
+        )
+        .unwrap();
     }
     // All six complete while the CQ holds two.
     drive(&mut a, &mut b, |a, _| a.send_queue_len(&sa.qp) == 0);
@@ -518,8 +527,11 @@ fn wait_cq_returns_when_a_completion_arrives_or_times_out() {
         remote_addr: 0,
         rkey: 0x7777,
     };
-    a.post_send(&sa.qp, SendWr::new(9, op, Payload::Sges(vec![])))
-        .unwrap();
+    a.post_send(
+        &sa.qp,
+        SendWr::new(9, op, Payload::Sges(smallvec::smallvec![])),
+    )
+    .unwrap();
     assert!(a.wait_cq(&sa.cq, Duration::from_secs(5)).unwrap());
     stop.store(true, Ordering::Relaxed);
     t.join().unwrap();
@@ -538,8 +550,11 @@ fn an_error_completion_moves_the_qp_to_err_and_says_why() {
         rkey: sb.mr.rkey() ^ 0x100,
     };
     let sge = sa.mr.sge(0, 8).unwrap();
-    a.post_send(&sa.qp, SendWr::new(1, op, Payload::Sges(vec![sge])))
-        .unwrap();
+    a.post_send(
+        &sa.qp,
+        SendWr::new(1, op, Payload::Sges(smallvec::smallvec![sge])),
+    )
+    .unwrap();
     let w = take(&mut a, &mut b, true, &sa.cq, 1);
     assert_eq!(w[0].status, WcStatus::RemAccessErr);
     assert_eq!(a.query_qp(&sa.qp).unwrap().0, QpState::Err);

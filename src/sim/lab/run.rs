@@ -825,7 +825,7 @@ impl<'a> LabRun<'a> {
                         remote_addr: d.dst.addr,
                         rkey: d.dst.rkey,
                     },
-                    Payload::Sges(vec![Sge {
+                    Payload::Sges(smallvec::smallvec![Sge {
                         addr: s.src.addr,
                         length: len,
                         lkey: s.src.lkey,

@@ -796,9 +796,9 @@ impl<'a> Run<'a> {
             let mra = p.mra;
             let sge = |at: usize, len: u32| -> Payload {
                 if len == 0 {
-                    Payload::Sges(Vec::new())
+                    Payload::Sges(crate::transport::SgeList::new())
                 } else {
-                    Payload::Sges(vec![Sge {
+                    Payload::Sges(smallvec::smallvec![Sge {
                         addr: mra.addr + at as u64,
                         length: len,
                         lkey: mra.lkey,
@@ -964,7 +964,7 @@ fn post_recv(
         p.qb,
         RecvWr {
             wr_id: slot as u64,
-            sges: vec![Sge {
+            sges: smallvec::smallvec![Sge {
                 addr: p.mrb.addr + at as u64,
                 length: (lay.slot - GUARD) as u32,
                 lkey: p.mrb.lkey,

@@ -222,7 +222,7 @@ fn post(a: &mut End, b: &mut End, n: u64, size: u32) -> anyhow::Result<()> {
                     remote_addr: b.slot(SLOTS + slot, size),
                     rkey: b.mr.rkey,
                 },
-                Payload::Sges(vec![local]),
+                Payload::Sges(smallvec::smallvec![local]),
             )
         }
         1 => (
@@ -230,7 +230,7 @@ fn post(a: &mut End, b: &mut End, n: u64, size: u32) -> anyhow::Result<()> {
                 remote_addr: b.slot(slot, size),
                 rkey: b.mr.rkey,
             },
-            Payload::Sges(vec![local]),
+            Payload::Sges(smallvec::smallvec![local]),
         ),
         2 => {
             let m = a.dev.mr_mut(a.mr.lkey).expect("a's region");
@@ -246,10 +246,10 @@ fn post(a: &mut End, b: &mut End, n: u64, size: u32) -> anyhow::Result<()> {
                 b.qp,
                 RecvWr {
                     wr_id: n,
-                    sges: vec![rsge],
+                    sges: smallvec::smallvec![rsge],
                 },
             )?;
-            (SendOp::Send, Payload::Sges(vec![local]))
+            (SendOp::Send, Payload::Sges(smallvec::smallvec![local]))
         }
         _ => (
             SendOp::FetchAdd {
@@ -257,7 +257,7 @@ fn post(a: &mut End, b: &mut End, n: u64, size: u32) -> anyhow::Result<()> {
                 rkey: b.mr.rkey,
                 add: 1,
             },
-            Payload::Sges(vec![Sge {
+            Payload::Sges(smallvec::smallvec![Sge {
                 addr: a.mr.addr + counter_at + 8 + slot * 8,
                 length: 8,
                 lkey: a.mr.lkey,

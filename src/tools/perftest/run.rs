@@ -89,7 +89,11 @@ fn bw_wr(s: &Setup, i: usize, k: u64, signaled: bool) -> SendWr {
             .expect("the local slot is inside the region");
     // The wr_id says which QP and how many of its messages are done
     // once it completes.
-    let mut wr = SendWr::new((i as u64) << 40 | (k + 1), op, Payload::Sges(vec![sge]));
+    let mut wr = SendWr::new(
+        (i as u64) << 40 | (k + 1),
+        op,
+        Payload::Sges(smallvec::smallvec![sge]),
+    );
     wr.signaled = signaled;
     wr
 }
@@ -207,7 +211,7 @@ pub fn bw_client<B: Backend>(
 fn recv_wr(s: &Setup, i: usize) -> RecvWr {
     RecvWr {
         wr_id: i as u64,
-        sges: vec![s
+        sges: smallvec::smallvec![s
             .mr
             .sge(s.published_off(i) as usize, s.p.size as u32)
             .expect("the published slot is inside the region")],
@@ -330,7 +334,7 @@ impl Lat {
         op: SendOp,
     ) -> Result<()> {
         self.posted.push(ctx.now().as_nanos());
-        let wr = SendWr::new(id, op, Payload::Sges(vec![self.sge]));
+        let wr = SendWr::new(id, op, Payload::Sges(smallvec::smallvec![self.sge]));
         Ok(ctx.post_send(&s.qps[0], wr)?)
     }
 

@@ -178,7 +178,7 @@ impl<T: FrameBuf> Engine<T> {
                 self.qp,
                 RecvWr {
                     wr_id: k as u64,
-                    sges: vec![sge],
+                    sges: smallvec::smallvec![sge],
                 },
             )?;
             k += 1;
@@ -295,7 +295,9 @@ impl<B: Backend> Side<B> for Writer<'_, B::Buf> {
                     remote_addr: self.remote.0 + (slot * BIG) as u64,
                     rkey: self.remote.1,
                 },
-                payload: Payload::Sges(vec![self.e.sge(self.e.src(slot), self.size)]),
+                payload: Payload::Sges(smallvec::smallvec![self
+                    .e
+                    .sge(self.e.src(slot), self.size)]),
                 signaled: (n + 1) % self.cq_mod == 0 || n + 1 == self.count,
                 fence: false,
                 solicited: false,
@@ -363,7 +365,11 @@ struct PingPong<'e, T> {
 impl<T: FrameBuf> PingPong<'_, T> {
     fn send(&mut self) {
         let sge = self.e.sge(self.e.src(0), self.size);
-        let wr = SendWr::new(self.done, SendOp::Send, Payload::Sges(vec![sge]));
+        let wr = SendWr::new(
+            self.done,
+            SendOp::Send,
+            Payload::Sges(smallvec::smallvec![sge]),
+        );
         if let Err(err) = self.e.dev.post_send(self.e.qp, wr) {
             self.failure = Some(format!("post_send of SEND {}: {err}", self.done));
         }
@@ -1155,7 +1161,10 @@ mod tests {
             rkey: b.mr.rkey,
         };
         a.dev
-            .post_send(a.qp, SendWr::new(1, op, Payload::Sges(vec![sge])))
+            .post_send(
+                a.qp,
+                SendWr::new(1, op, Payload::Sges(smallvec::smallvec![sge])),
+            )
             .unwrap();
         a.pump(&mut pa, Instant::ZERO);
         let mut rx = Burst::new();
