@@ -42,6 +42,7 @@ pub mod requester;
 pub mod responder;
 pub mod selective;
 pub(crate) mod sendlog;
+mod timers;
 pub mod ud;
 pub mod vlan;
 pub mod wr;
@@ -310,21 +311,6 @@ struct Qp {
     armed: Option<Instant>,
 }
 
-/// When a QP next needs [`Device::handle_timeout`]: its ACK timer or RNR
-/// wait while it sends (RTS, SQD); and, while paced output is held back,
-/// its pacer's release at today's rate or its controller's next timer,
-/// which may raise the rate.
-fn qp_deadline(q: &Qp) -> Option<Instant> {
-    let sending = matches!(q.state, QpState::Rts | QpState::Sqd);
-    let timers = [q.req.timer, q.req.rnr_until].map(|t| t.filter(|_| sending));
-    let pacers = if q.paced_wait {
-        [q.pacer.release_at(q.cc.rate_bps()), q.cc.next_rate_change()]
-    } else {
-        [None, None]
-    };
-    timers.into_iter().chain(pacers).flatten().min()
-}
-
 /// The local ACK timeout of attribute `t` (IBTA §9.7.6.1.3: 4.096 µs x
 /// 2^t; 0 disables it).
 pub fn ack_timeout(t: u8) -> Option<Duration> {
@@ -455,6 +441,8 @@ pub struct Device {
     /// ([`Device::rearm`]), so [`Device::poll_timeout`], which drivers ask after
     /// every event, is a peek rather than a walk over every QP.
     timers: DeadlineHeap<u32>,
+    /// The QPs [`Device::handle_timeout`] found due (kept for its capacity).
+    due: Vec<u32>,
 }
 
 impl Device {
@@ -487,6 +475,7 @@ impl Device {
             int_tx_bytes: 0,
             ect_received: 0,
             timers: DeadlineHeap::default(),
+            due: Vec::new(),
         })
     }
 
@@ -1358,76 +1347,6 @@ impl Device {
                 self.ready.push_back(qpn);
             }
         }
-    }
-
-    /// When [`Device::handle_timeout`] must next be called.
-    pub fn poll_timeout(&self) -> Option<Instant> {
-        let next = self.timers.next();
-        debug_assert_eq!(
-            next,
-            self.qps.values().filter_map(qp_deadline).min(),
-            "a QP's deadline moved without a re-arm"
-        );
-        next
-    }
-
-    /// Re-arms `qpn`'s deadline after something was done to it.
-    fn rearm(&mut self, qpn: u32) {
-        if let Some(qp) = self.qps.get_mut(&qpn) {
-            let due = qp_deadline(qp);
-            self.timers.arm(qpn, &mut qp.armed, due);
-        }
-        self.prune_timers();
-    }
-
-    fn prune_timers(&mut self) {
-        let qps = &self.qps;
-        self.timers.prune(
-            |q| qps.get(&q).and_then(|qp| qp.armed),
-            qps.len(),
-            || qps.values().filter_map(|qp| qp.armed.map(|t| (qp.qpn, t))),
-        );
-    }
-
-    /// Runs the timers due at `now`.
-    pub fn handle_timeout(&mut self, now: Instant) {
-        for qp in self.qps.values_mut() {
-            if qp.paced_wait {
-                qp.cc.advance(now);
-            }
-            if qp.paced_wait && qp.pacer.ready(now, qp.cc.rate_bps()) {
-                qp.paced_wait = false;
-                if !qp.ready {
-                    qp.ready = true;
-                    self.ready.push_back(qp.qpn);
-                }
-            }
-            if matches!(qp.state, QpState::Rts | QpState::Sqd) {
-                let rnr_over = qp.req.rnr_until.is_some_and(|t| t <= now);
-                let timer_fired = qp.req.timer.is_some_and(|t| t <= now);
-                if (rnr_over || timer_fired) && !qp.ready {
-                    qp.ready = true;
-                    self.ready.push_back(qp.qpn);
-                }
-                if rnr_over {
-                    qp.req.rnr_until = None;
-                    // Re-arm the ACK timer for the packets about to go again.
-                    qp.req.timer = ack_timeout(qp.attr.timeout).map(|t| now + t);
-                }
-                if timer_fired {
-                    let (req, mut env) = qp.completer(&mut self.mrs, &mut self.cqs, now);
-                    if let Outcome::Fatal(s) = req.on_timeout(&mut env) {
-                        Self::protocol_error(qp, &mut self.cqs, &mut self.events, s);
-                    }
-                }
-                self.backlogged |= !qp.backlog.is_empty();
-            }
-            // Re-armed in the same pass: a deadline is its own QP's, and
-            // the heap orders deadlines by time, then QPN.
-            let due = qp_deadline(qp);
-            self.timers.arm(qp.qpn, &mut qp.armed, due);
-        }
-        self.prune_timers();
     }
 
     /// The next asynchronous event, if any (`ibv_get_async_event`).
