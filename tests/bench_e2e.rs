@@ -8,8 +8,8 @@ use common::*;
 use std::time::Duration;
 
 /// `ferroce bench e2e` with tiny counts (figures come from real runs, never
-/// from tests): every row of the table is there, the JSON form parses, and
-/// zero rounds are refused.
+/// from tests): every row of the table is there, the QP sweep's included,
+/// the JSON form parses, and zero rounds are refused.
 #[test]
 fn bench_e2e_prints_every_row_with_tiny_counts() {
     let dir = TempDir::new();
@@ -31,6 +31,8 @@ fn bench_e2e_prints_every_row_with_tiny_counts() {
         "100",
         "--secs",
         "5",
+        "--max-qps",
+        "100",
     ];
     let mut args = vec!["bench", "e2e", "--config", cfg];
     args.extend(tiny);
@@ -50,6 +52,9 @@ fn bench_e2e_prints_every_row_with_tiny_counts() {
         "engine / bare-echo 64 B frame rate",
         "64 KiB goodput / copy+CRC-32 limit",
         "send-lat / echo round trip, p50",
+        "64 B WRITEs round-robin over N QPs, DPDK",
+        "100 QPs / 1 QP message rate",
+        "engine bytes per QP at 100 QPs",
     ] {
         assert!(o.stdout.contains(row), "no row {row:?} in:\n{}", o.stdout);
     }
@@ -62,6 +67,18 @@ fn bench_e2e_prints_every_row_with_tiny_counts() {
     assert_eq!(v["rounds"][0]["engine_64"]["msgs"], 2000, "{v}");
     assert_eq!(v["ratios"].as_array().map(Vec::len), Some(3), "{v}");
     assert_eq!(v["send_lat"]["samples"], 100, "{v}");
+    // The sweep: 1 and 100 QPs, every WRITE done, the heap counted by the
+    // binary's allocator.
+    let sweep = v["qp_sweep"].as_array().expect("a sweep");
+    assert_eq!(sweep.len(), 2, "{v}");
+    for (pt, n) in sweep.iter().zip([1, 100]) {
+        assert_eq!(pt["qps"], n, "{v}");
+        assert_eq!(pt["rate"]["msgs"], 2000, "{v}");
+        assert!(
+            pt["engine_bytes_per_qp"].as_f64().is_some_and(|b| b > 0.0),
+            "{v}"
+        );
+    }
     let o = run(
         &["bench", "e2e", "--config", cfg, "--rounds", "0"],
         Duration::from_secs(30),

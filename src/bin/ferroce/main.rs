@@ -13,6 +13,11 @@ use ferroce::{sim, tools};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+/// The heap, counted (stats_alloc): `ferroce bench e2e` reports the memory
+/// each QP costs the engine from these counts.
+#[global_allocator]
+static ALLOC: &stats_alloc::StatsAlloc<std::alloc::System> = &stats_alloc::INSTRUMENTED_SYSTEM;
+
 fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
         .format_timestamp(None)

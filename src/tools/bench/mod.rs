@@ -56,6 +56,10 @@ pub struct E2eCmd {
     /// Kernel socket buffers asked for the UDP backend, in bytes.
     #[arg(long, default_value_t = 4 << 20)]
     pub socket_buf: usize,
+    /// The QP-count sweep's largest count: 64 B WRITEs round-robin over 1,
+    /// 100, 1,000 and 10,000 QPs, up to this many (0 skips the sweep).
+    #[arg(long, default_value_t = 10_000)]
+    pub max_qps: usize,
     /// Print the report as one JSON object (every round's figures).
     #[arg(long)]
     pub json: bool,
@@ -84,6 +88,7 @@ pub fn run_e2e(cfg: &crate::config::Config, a: &E2eCmd) -> anyhow::Result<bool> 
             Threads::One
         },
         socket_buf: a.socket_buf,
+        max_qps: a.max_qps,
     };
     let r = e2e::run(cfg, &opts)?;
     if a.json {

@@ -44,7 +44,9 @@ use core::net::IpAddr;
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+mod qps;
 mod report;
+pub use qps::{live_heap, QpPoint, DEFAULT_COUNTS as QP_COUNTS};
 pub use report::{E2eReport, Latency, Ratio, Round, TARGETS};
 
 /// The size of the goodput run's messages.
@@ -894,6 +896,9 @@ pub struct E2eOpts {
     pub threads: Threads,
     /// Kernel socket buffer size asked for the UDP backend (bytes).
     pub socket_buf: usize,
+    /// The QP sweep runs the counts of [`QP_COUNTS`] up to this one (0:
+    /// no sweep).
+    pub max_qps: usize,
 }
 
 #[cfg(feature = "dpdk")]
@@ -979,6 +984,7 @@ mod dpdk_run {
             udp_send_lat: Latency::default(),
             ratios: Vec::new(),
             cut_short: Vec::new(),
+            qp_sweep: Vec::new(),
         };
         let (mut lat, mut rtt, mut ulat) = (Vec::new(), Vec::new(), Vec::new());
         let window = u64::from(p.sq_depth);
@@ -1050,9 +1056,13 @@ mod dpdk_run {
         rep.send_lat = Latency::of(lat);
         rep.echo_rtt = Latency::of(rtt);
         rep.udp_send_lat = Latency::of(ulat);
+        // The engines' buffers go back to the pool before the sweep's
+        // engines take the ports.
+        drop((ea, eb));
+        let (a, b) = ((mac_a, ip_a), (mac_b, ip_b));
+        rep.qp_sweep = run.qp_sweep(&mut qa, &mut qb, a, b, p, opts.max_qps, opts.msgs)?;
         rep.summarise();
-        // The engines' buffers go back to the pool before the ports close.
-        drop((ea, eb, qa, qb));
+        drop((qa, qb));
         Ok(rep)
     }
 }

@@ -2,7 +2,7 @@
 //! round-trip percentiles, the ratios against their targets, and the table
 //! printed from them.
 
-use super::{E2eOpts, Rate, Threads, CHUNK};
+use super::{E2eOpts, QpPoint, Rate, Threads, CHUNK};
 use crate::sim::stats::{median, percentile};
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -98,6 +98,8 @@ pub struct E2eReport {
     pub ratios: Vec<Ratio>,
     /// Runs the time limit cut short (name and round).
     pub cut_short: Vec<String>,
+    /// The QP-count sweep (the first point is its baseline).
+    pub qp_sweep: Vec<QpPoint>,
 }
 
 /// The targets: engine / UDP message rate, engine / echo frame rate,
@@ -135,6 +137,7 @@ impl E2eReport {
         self.heading(&mut s);
         self.rates(&mut s);
         self.round_trips(&mut s);
+        self.sweep_lines(&mut s);
         self.ratio_lines(&mut s);
         for c in &self.cut_short {
             let _ = writeln!(s, "  note: {c} stopped at the time limit before its count");
@@ -284,6 +287,41 @@ impl E2eReport {
         }
     }
 
+    /// The QP-count sweep: each count's rate and memory per QP.
+    fn sweep_lines(&self, s: &mut String) {
+        let Some(one) = self.qp_sweep.first() else {
+            return;
+        };
+        let _ = writeln!(
+            s,
+            "\n  {:<4}{:<48} {:>9} {:>11} {:>20}",
+            "g", "64 B WRITEs round-robin over N QPs, DPDK", "M msgs/s", "of 1 QP", "engine B / QP"
+        );
+        for pt in &self.qp_sweep {
+            let mem = match pt.engine_bytes_per_qp {
+                Some(b) => format!("{b:.0}"),
+                None => "not measured".into(),
+            };
+            let _ = writeln!(
+                s,
+                "  {:<4}{:<48} {:>9.3} {:>11.3} {:>20}  {:.2} frames / WRITE, {} retransmitted{}",
+                "",
+                format!("{} QPs", pt.qps),
+                pt.rate.msgs_per_s() / 1e6,
+                pt.of_one,
+                mem,
+                pt.rate.frames as f64 / pt.rate.msgs.max(1) as f64,
+                pt.rate.retransmitted,
+                if pt.rate.complete { "" } else { ", cut short" }
+            );
+        }
+        let _ = writeln!(
+            s,
+            "  (one run each, {} WRITEs, 128 outstanding, every one signaled; the application's queues, {} B per QP at 1 QP, not counted)",
+            one.rate.msgs, one.queue_bytes_per_qp
+        );
+    }
+
     /// The ratios against their targets.
     fn ratio_lines(&self, s: &mut String) {
         let _ = writeln!(
@@ -301,6 +339,28 @@ impl E2eReport {
                 format!("[{:.3} .. {:.3}]", r.min, r.max),
                 if r.met { "met" } else { "NOT met" }
             );
+        }
+        if let Some(last) = self.qp_sweep.last().filter(|p| p.qps > 1) {
+            let _ = writeln!(
+                s,
+                "  {:<52} {:>9.3} {:>11} {:>20}  {}",
+                format!("{} QPs / 1 QP message rate", last.qps),
+                last.of_one,
+                ">= 0.8",
+                "",
+                if last.of_one >= 0.8 { "met" } else { "NOT met" }
+            );
+            if let Some(b) = last.engine_bytes_per_qp {
+                let _ = writeln!(
+                    s,
+                    "  {:<52} {:>9.0} {:>11} {:>20}  {}",
+                    format!("engine bytes per QP at {} QPs", last.qps),
+                    b,
+                    "<= 4096",
+                    "",
+                    if b <= 4096.0 { "met" } else { "NOT met" }
+                );
+            }
         }
         let _ = writeln!(
             s,
