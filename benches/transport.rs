@@ -115,10 +115,7 @@ impl Pair {
             lkey: self.mra.lkey,
         };
         self.a
-            .post_send(
-                self.qa,
-                SendWr::new(2, SendOp::Send, Payload::Sges(smallvec::smallvec![sge])),
-            )
+            .post_send(self.qa, SendWr::new(2, SendOp::Send, Payload::sge(sge)))
             .unwrap();
         self.shuttle();
         self.wcs.clear();
@@ -138,10 +135,7 @@ impl Pair {
             rkey: self.mrb.rkey,
         };
         self.a
-            .post_send(
-                self.qa,
-                SendWr::new(3, op, Payload::Sges(smallvec::smallvec![sge])),
-            )
+            .post_send(self.qa, SendWr::new(3, op, Payload::sge(sge)))
             .unwrap();
         self.shuttle();
         self.wcs.clear();

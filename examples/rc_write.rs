@@ -216,7 +216,7 @@ fn run() -> Result<()> {
         rkey: sb.mr.rkey(),
     };
     let src = sa.mr.sge(0, LEN as u32).context("source SGE")?;
-    let wr = SendWr::new(1, write, Payload::Sges(smallvec::smallvec![src]));
+    let wr = SendWr::new(1, write, Payload::sge(src));
     let write_time = post_and_wait(&mut a, &sa, &mut b, wr, WcOpcode::RdmaWrite)?;
     // The requester's completion means the responder acknowledged the
     // data: it is in b's region now.
@@ -235,7 +235,7 @@ fn run() -> Result<()> {
         .mr
         .sge(READ_INTO, LEN as u32)
         .context("destination SGE")?;
-    let wr = SendWr::new(2, read, Payload::Sges(smallvec::smallvec![dst]));
+    let wr = SendWr::new(2, read, Payload::sge(dst));
     let read_time = post_and_wait(&mut a, &sa, &mut b, wr, WcOpcode::RdmaRead)?;
     // The READ's completion means the bytes are in a's region.
     if let Some(i) = first_mismatch(&a.mr(&sa.mr)?[READ_INTO..][..LEN], 0x5A) {

@@ -226,7 +226,7 @@ fn post(net: &mut SimNet, flows: &mut [Flow], rmr: &MrKeys) -> Result<bool> {
                 length: MSG as u32,
                 lkey: fl.mr.lkey,
             };
-            let wr = SendWr::new(k as u64, op, Payload::Sges(smallvec::smallvec![sge]));
+            let wr = SendWr::new(k as u64, op, Payload::sge(sge));
             net.hosts[fl.host].dev.post_send(fl.qpn, wr)?;
             fl.posted += 1;
             any = true;

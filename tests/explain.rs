@@ -394,11 +394,8 @@ impl Pair {
             lkey: mr.lkey,
         };
         let d = &mut self.net.hosts[0].dev;
-        d.post_send(
-            self.qp[0],
-            SendWr::new(1, op, Payload::Sges(smallvec::smallvec![sge])),
-        )
-        .unwrap();
+        d.post_send(self.qp[0], SendWr::new(1, op, Payload::sge(sge)))
+            .unwrap();
         self.net.touch(0);
     }
 

@@ -105,11 +105,8 @@ fn write(net: &mut SimNet, e: &[End; 2]) {
         length: LEN as u32,
         lkey: e[0].mr.lkey,
     };
-    d.post_send(
-        e[0].qp,
-        SendWr::new(1, op, Payload::Sges(smallvec::smallvec![sge])),
-    )
-    .unwrap();
+    d.post_send(e[0].qp, SendWr::new(1, op, Payload::sge(sge)))
+        .unwrap();
     let mut wcs: Vec<Wc> = Vec::new();
     let cq = e[0].cq;
     let done = net.run_until(Duration::from_millis(100), |n| {

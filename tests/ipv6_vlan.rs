@@ -337,10 +337,7 @@ fn run(s: Setup) -> Run {
     ];
     for (i, (op, sge)) in ops.into_iter().enumerate() {
         a.dev
-            .post_send(
-                qa,
-                SendWr::new(i as u64, op, Payload::Sges(smallvec::smallvec![sge])),
-            )
+            .post_send(qa, SendWr::new(i as u64, op, Payload::sge(sge)))
             .unwrap();
     }
     let sent = shuttle(&mut a.dev, &mut b.dev, Some(101));
@@ -545,10 +542,7 @@ fn frames_of_other_vlans_are_counted_and_dropped() {
             rkey: b.mr.rkey,
         };
         a.dev
-            .post_send(
-                qa,
-                SendWr::new(1, w, Payload::Sges(smallvec::smallvec![sge])),
-            )
+            .post_send(qa, SendWr::new(1, w, Payload::sge(sge)))
             .unwrap();
         let mut buf = vec![0u8; MAX_FRAME];
         let n = a.dev.poll_transmit(Instant::ZERO, &mut buf).unwrap();
@@ -629,10 +623,7 @@ fn send_between(
         lkey: mra.lkey,
     };
     a.dev
-        .post_send(
-            qpa,
-            SendWr::new(2, SendOp::Send, Payload::Sges(smallvec::smallvec![sge])),
-        )
+        .post_send(qpa, SendWr::new(2, SendOp::Send, Payload::sge(sge)))
         .unwrap();
     let (mut qa_out, mut qb_out) = (Burst::new(), Burst::new());
     let mut wcs: Vec<Wc> = Vec::new();

@@ -98,11 +98,7 @@ fn write(id: u64, sa: &Side, sb: &Side, off: usize, len: u32) -> SendWr {
         remote_addr: sb.mr.addr() + off as u64,
         rkey: sb.mr.rkey(),
     };
-    SendWr::new(
-        id,
-        op,
-        Payload::Sges(smallvec::smallvec![sa.mr.sge(off, len).unwrap()]),
-    )
+    SendWr::new(id, op, Payload::sge(sa.mr.sge(off, len).unwrap()))
 }
 
 #[test]
@@ -140,32 +136,22 @@ fn send_write_and_read_through_two_datapath_threads() {
                 m[1024..7024].copy_from_slice(&p);
             })
             .unwrap();
-            let send = SendWr::new(
-                1,
-                SendOp::Send,
-                Payload::Sges(smallvec::smallvec![sa.mr.sge(0, 5).unwrap()]),
-            );
+            let send = SendWr::new(1, SendOp::Send, Payload::sge(sa.mr.sge(0, 5).unwrap()));
             a.post_send(&sa.qp, send).unwrap();
             let op = SendOp::Write {
                 remote_addr: sb.mr.addr() + 100,
                 rkey: sb.mr.rkey(),
             };
             let sge = sa.mr.sge(1024, 6000).unwrap();
-            a.post_send(
-                &sa.qp,
-                SendWr::new(2, op, Payload::Sges(smallvec::smallvec![sge])),
-            )
-            .unwrap();
+            a.post_send(&sa.qp, SendWr::new(2, op, Payload::sge(sge)))
+                .unwrap();
             let op = SendOp::Read {
                 remote_addr: sb.mr.addr() + 100,
                 rkey: sb.mr.rkey(),
             };
             let sge = sa.mr.sge(8192, 6000).unwrap();
-            a.post_send(
-                &sa.qp,
-                SendWr::new(3, op, Payload::Sges(smallvec::smallvec![sge])),
-            )
-            .unwrap();
+            a.post_send(&sa.qp, SendWr::new(3, op, Payload::sge(sge)))
+                .unwrap();
             take(&a, &sa.cq, 3)
         })
         .join()
@@ -327,7 +313,7 @@ fn refused_posts_come_back_at_once_or_as_error_completions() {
     );
     a.post_send(&qp, two).unwrap();
     for id in 5..8 {
-        let one = SendWr::new(id, SendOp::Send, Payload::Sges(smallvec::smallvec![sge]));
+        let one = SendWr::new(id, SendOp::Send, Payload::sge(sge));
         a.post_send(&qp, one).unwrap();
     }
     let w = take(&a, &sa.cq, 2);
@@ -490,11 +476,7 @@ fn two_contexts_on_one_datapath_thread() {
     .unwrap();
     a.with_mr_mut(&sa.mr, |m| m[..9].copy_from_slice(b"same core"))
         .unwrap();
-    let send = SendWr::new(
-        1,
-        SendOp::Send,
-        Payload::Sges(smallvec::smallvec![sa.mr.sge(0, 9).unwrap()]),
-    );
+    let send = SendWr::new(1, SendOp::Send, Payload::sge(sa.mr.sge(0, 9).unwrap()));
     a.post_send(&sa.qp, send).unwrap();
     a.post_send(&sa.qp, write(2, &sa, &sb, 0, 9)).unwrap();
     let w = take(&a, &sa.cq, 2);

@@ -1125,11 +1125,11 @@ fn requester_replay(cap: &Capture, recs: &[Rec], flow: &Flow) -> usize {
         let wr = SendWr::new(
             k as u64,
             m.op,
-            Payload::Sges(smallvec::smallvec![Sge {
+            Payload::sge(Sge {
                 addr: local.addr + slot(k),
                 length: m.len,
                 lkey: local.lkey,
-            }]),
+            }),
         );
         dev.post_send(qpn, wr).unwrap();
     };

@@ -933,11 +933,7 @@ fn the_transports_own_frames_decode_in_tshark() {
         .unwrap();
     }
     for (i, (op, len)) in ops.iter().enumerate() {
-        let w = SendWr::new(
-            i as u64,
-            *op,
-            Payload::Sges(smallvec::smallvec![sge(&mra, 0, *len)]),
-        );
+        let w = SendWr::new(i as u64, *op, Payload::sge(sge(&mra, 0, *len)));
         a.post_send(qa, w).unwrap();
     }
     // Shuttle frames both ways in virtual time, recording each; drop the

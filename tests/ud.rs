@@ -123,7 +123,7 @@ fn send(from: &mut End, to: &End, id: u64, op: SendOp, data: &[u8], qkey: u32) {
     from.dev.mr_mut(from.lkey).unwrap()[..data.len()].copy_from_slice(data);
     let s = sge(from, 0, data.len() as u32);
     let d = dest(from, to, qkey);
-    let wr = SendWr::ud(id, op, Payload::Sges(smallvec::smallvec![s]), d);
+    let wr = SendWr::ud(id, op, Payload::sge(s), d);
     from.dev.post_send(from.qpn, wr).unwrap();
 }
 
@@ -274,17 +274,14 @@ fn the_verbs_refuse_what_ud_cannot_send() {
     let d = dest(&mut a, &b, QKEY);
     let post = |a: &mut End, op, len, d| {
         let s = sge(a, 0, len);
-        a.dev.post_send(
-            a.qpn,
-            SendWr::ud(1, op, Payload::Sges(smallvec::smallvec![s]), d),
-        )
+        a.dev
+            .post_send(a.qpn, SendWr::ud(1, op, Payload::sge(s), d))
     };
     let r = post(&mut a, write, 8, d);
     assert!(matches!(r, Err(Error::InvalidArgument(_))), "{r:?}");
-    let r = a.dev.post_send(
-        a.qpn,
-        SendWr::new(1, SendOp::Send, Payload::Sges(smallvec::smallvec![s])),
-    );
+    let r = a
+        .dev
+        .post_send(a.qpn, SendWr::new(1, SendOp::Send, Payload::sge(s)));
     assert!(
         matches!(r, Err(Error::InvalidArgument(_))),
         "no destination: {r:?}"
@@ -462,16 +459,8 @@ fn rxe_ud_pingpong_frames_are_ours_byte_for_byte() {
                 length: t.payload.len() as u32,
                 lkey: keys.lkey,
             };
-            dev.post_send(
-                qpn,
-                SendWr::ud(
-                    i as u64,
-                    SendOp::Send,
-                    Payload::Sges(smallvec::smallvec![s]),
-                    to,
-                ),
-            )
-            .unwrap();
+            dev.post_send(qpn, SendWr::ud(i as u64, SendOp::Send, Payload::sge(s), to))
+                .unwrap();
             let mut buf = vec![0u8; 2048];
             let n = dev.poll_transmit(Instant::from_nanos(0), &mut buf).unwrap();
             same_frame(&buf[..n], theirs)

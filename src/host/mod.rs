@@ -149,10 +149,7 @@ mod tests {
             lkey: mra.lkey,
         };
         a.dev
-            .post_send(
-                qpa,
-                SendWr::new(2, SendOp::Send, Payload::Sges(smallvec::smallvec![sge])),
-            )
+            .post_send(qpa, SendWr::new(2, SendOp::Send, Payload::sge(sge)))
             .unwrap();
         let mut wcs: Vec<Wc> = Vec::new();
         for _ in 0..100 {

@@ -876,11 +876,11 @@ impl<'a> Run<'a> {
                         remote_addr: self.rmr.addr,
                         rkey: self.rmr.rkey,
                     },
-                    Payload::Sges(smallvec::smallvec![Sge {
+                    Payload::sge(Sge {
                         addr: fl.mr.addr,
                         length: self.cfg.message_bytes,
                         lkey: fl.mr.lkey,
-                    }]),
+                    }),
                 );
                 if self.net.hosts[fl.host].dev.post_send(fl.qpn, wr).is_err() {
                     // Not taken (the QP left RTS): the flow is over.

@@ -380,11 +380,8 @@ mod tests {
             length: 64 << 10,
             lkey: ends[0].1.lkey,
         };
-        d.post_send(
-            ends[0].2,
-            SendWr::new(1, op, Payload::Sges(smallvec::smallvec![sge])),
-        )
-        .unwrap();
+        d.post_send(ends[0].2, SendWr::new(1, op, Payload::sge(sge)))
+            .unwrap();
         let mut wcs: Vec<Wc> = Vec::new();
         let cq = ends[0].0;
         let done = net.run_until(Duration::from_secs(1), |n| {
@@ -448,11 +445,8 @@ mod tests {
                 length: 256 << 10,
                 lkey: mr.lkey,
             };
-            d.post_send(
-                q,
-                SendWr::new(i as u64, op, Payload::Sges(smallvec::smallvec![sge])),
-            )
-            .unwrap();
+            d.post_send(q, SendWr::new(i as u64, op, Payload::sge(sge)))
+                .unwrap();
         }
         let mut wcs: Vec<Wc> = Vec::new();
         let done = net.run_until(Duration::from_secs(1), |n| {

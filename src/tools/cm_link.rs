@@ -247,10 +247,7 @@ impl CmLink {
         ensure!(msg.len() <= MAX_MSG, "a control message of {} B", msg.len());
         ctx.mr_mut(&self.tx)?[..msg.len()].copy_from_slice(msg);
         let sge = self.tx.sge(0, msg.len() as u32).expect("fits");
-        ctx.post_send(
-            &self.qp,
-            SendWr::new(1, SendOp::Send, Payload::Sges(smallvec::smallvec![sge])),
-        )?;
+        ctx.post_send(&self.qp, SendWr::new(1, SendOp::Send, Payload::sge(sge)))?;
         self.wait(ctx, false, limit)?;
         Ok(())
     }

@@ -219,16 +219,11 @@ pub fn run<B: Backend>(
         Some(ah) => {
             let sge = o.mr.sge(GRH as usize, opts.size).context("our region")?;
             let dest = ah.dest(remote.qpn, UD_QKEY);
-            SendWr::ud(
-                SEND,
-                SendOp::Send,
-                Payload::Sges(smallvec::smallvec![sge]),
-                dest,
-            )
+            SendWr::ud(SEND, SendOp::Send, Payload::sge(sge), dest)
         }
         None => {
             let sge = o.mr.sge(0, opts.size).context("our region")?;
-            SendWr::new(SEND, SendOp::Send, Payload::Sges(smallvec::smallvec![sge]))
+            SendWr::new(SEND, SendOp::Send, Payload::sge(sge))
         }
     };
     let (elapsed, bad) = ping_pong(ctx, role, opts, limit, &o, &send)?;

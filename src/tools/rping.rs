@@ -178,10 +178,7 @@ impl Ends {
         }
         ctx.mr_mut(&self.send)?.copy_from_slice(&b);
         let sge = self.send.sge(0, INFO as u32).expect("16 bytes");
-        Ok(ctx.post_send(
-            &self.qp,
-            SendWr::new(SEND, SendOp::Send, Payload::Sges(smallvec::smallvec![sge])),
-        )?)
+        Ok(ctx.post_send(&self.qp, SendWr::new(SEND, SendOp::Send, Payload::sge(sge)))?)
     }
 
     fn destroy<B: Backend>(self, ctx: &mut Context<B>) {
@@ -413,10 +410,7 @@ fn rdma<B: Backend>(
     limit: Duration,
 ) -> Result<()> {
     let sge = e.rdma.sge(0, len).context("the ping is larger than -S")?;
-    ctx.post_send(
-        &e.qp,
-        SendWr::new(RDMA, op, Payload::Sges(smallvec::smallvec![sge])),
-    )?;
+    ctx.post_send(&e.qp, SendWr::new(RDMA, op, Payload::sge(sge)))?;
     match wait(ctx, e, RDMA, limit)? {
         Got::Done => Ok(()),
         Got::Disconnected => bail!("disconnected during an RDMA operation"),

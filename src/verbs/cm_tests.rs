@@ -184,11 +184,7 @@ fn send_one(x: &mut Ctx, y: &mut Ctx, sx: &Side, sy: &Side) {
         sges: smallvec::smallvec![sy.mr.sge(0, 64).unwrap()],
     };
     y.post_recv(&sy.qp, r).unwrap();
-    let s = SendWr::new(
-        1,
-        SendOp::Send,
-        Payload::Sges(smallvec::smallvec![sx.mr.sge(0, 5).unwrap()]),
-    );
+    let s = SendWr::new(1, SendOp::Send, Payload::sge(sx.mr.sge(0, 5).unwrap()));
     x.post_send(&sx.qp, s).unwrap();
     let mut w = Vec::new();
     let end = std::time::Instant::now() + std::time::Duration::from_secs(5);

@@ -135,11 +135,8 @@ fn send_write_read_and_atomics_complete_with_their_data() {
     )
     .unwrap();
     let sge = sa.mr.sge(0, 5).unwrap();
-    a.post_send(
-        &sa.qp,
-        SendWr::new(1, SendOp::Send, Payload::Sges(smallvec::smallvec![sge])),
-    )
-    .unwrap();
+    a.post_send(&sa.qp, SendWr::new(1, SendOp::Send, Payload::sge(sge)))
+        .unwrap();
     let r = take(&mut a, &mut b, false, &sb.cq, 1);
     assert_eq!(
         (r[0].wr_id, r[0].status, r[0].byte_len),
@@ -159,21 +156,15 @@ fn send_write_read_and_atomics_complete_with_their_data() {
         rkey: sb.mr.rkey(),
     };
     let sge = sa.mr.sge(0, 6000).unwrap();
-    a.post_send(
-        &sa.qp,
-        SendWr::new(2, write, Payload::Sges(smallvec::smallvec![sge])),
-    )
-    .unwrap();
+    a.post_send(&sa.qp, SendWr::new(2, write, Payload::sge(sge)))
+        .unwrap();
     let read = SendOp::Read {
         remote_addr: sb.mr.addr() + 100,
         rkey: sb.mr.rkey(),
     };
     let back = sa.mr.sge(8192, 6000).unwrap();
-    a.post_send(
-        &sa.qp,
-        SendWr::new(3, read, Payload::Sges(smallvec::smallvec![back])),
-    )
-    .unwrap();
+    a.post_send(&sa.qp, SendWr::new(3, read, Payload::sge(back)))
+        .unwrap();
     let w = take(&mut a, &mut b, true, &sa.cq, 2);
     assert_eq!(
         (w[0].wr_id, w[0].opcode, w[0].status),
@@ -200,7 +191,7 @@ fn send_write_read_and_atomics_complete_with_their_data() {
                 rkey: sa.mr.rkey(),
                 add: 5,
             },
-            Payload::Sges(smallvec::smallvec![sb.mr.sge(8000, 8).unwrap()]),
+            Payload::sge(sb.mr.sge(8000, 8).unwrap()),
         )
     };
     b.post_send(&sb.qp, fa(4)).unwrap();
@@ -488,11 +479,8 @@ fn a_full_cq_reports_an_overrun_and_loses_nothing() {
             rkey: sb.mr.rkey(),
         };
         let sge = sa.mr.sge(i as usize * 8, 8).unwrap();
-        a.post_send(
-            &sa.qp,
-            SendWr::new(i, op, Payload::Sges(smallvec::smallvec![sge])),
-        )
-        .unwrap();
+        a.post_send(&sa.qp, SendWr::new(i, op, Payload::sge(sge)))
+            .unwrap();
     }
     // All six complete while the CQ holds two.
     drive(&mut a, &mut b, |a, _| a.send_queue_len(&sa.qp) == 0);
@@ -529,7 +517,7 @@ fn wait_cq_returns_when_a_completion_arrives_or_times_out() {
     };
     a.post_send(
         &sa.qp,
-        SendWr::new(9, op, Payload::Sges(smallvec::smallvec![])),
+        SendWr::new(9, op, Payload::Sges(crate::transport::SgeList::new())),
     )
     .unwrap();
     assert!(a.wait_cq(&sa.cq, Duration::from_secs(5)).unwrap());
@@ -550,11 +538,8 @@ fn an_error_completion_moves_the_qp_to_err_and_says_why() {
         rkey: sb.mr.rkey() ^ 0x100,
     };
     let sge = sa.mr.sge(0, 8).unwrap();
-    a.post_send(
-        &sa.qp,
-        SendWr::new(1, op, Payload::Sges(smallvec::smallvec![sge])),
-    )
-    .unwrap();
+    a.post_send(&sa.qp, SendWr::new(1, op, Payload::sge(sge)))
+        .unwrap();
     let w = take(&mut a, &mut b, true, &sa.cq, 1);
     assert_eq!(w[0].status, WcStatus::RemAccessErr);
     assert_eq!(a.query_qp(&sa.qp).unwrap().0, QpState::Err);

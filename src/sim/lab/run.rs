@@ -825,11 +825,11 @@ impl<'a> LabRun<'a> {
                         remote_addr: d.dst.addr,
                         rkey: d.dst.rkey,
                     },
-                    Payload::Sges(smallvec::smallvec![Sge {
+                    Payload::sge(Sge {
                         addr: s.src.addr,
                         length: len,
                         lkey: s.src.lkey,
-                    }]),
+                    }),
                 );
                 if self.net.hosts[f.spec.src].dev.post_send(f.qpn, wr).is_err() {
                     f.dead = true;

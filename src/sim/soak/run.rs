@@ -798,11 +798,11 @@ impl<'a> Run<'a> {
                 if len == 0 {
                     Payload::Sges(crate::transport::SgeList::new())
                 } else {
-                    Payload::Sges(smallvec::smallvec![Sge {
+                    Payload::sge(Sge {
                         addr: mra.addr + at as u64,
                         length: len,
                         lkey: mra.lkey,
-                    }])
+                    })
                 }
             };
             let (kind, op, payload, len) = match op {

@@ -222,7 +222,7 @@ fn post(a: &mut End, b: &mut End, n: u64, size: u32) -> anyhow::Result<()> {
                     remote_addr: b.slot(SLOTS + slot, size),
                     rkey: b.mr.rkey,
                 },
-                Payload::Sges(smallvec::smallvec![local]),
+                Payload::sge(local),
             )
         }
         1 => (
@@ -230,7 +230,7 @@ fn post(a: &mut End, b: &mut End, n: u64, size: u32) -> anyhow::Result<()> {
                 remote_addr: b.slot(slot, size),
                 rkey: b.mr.rkey,
             },
-            Payload::Sges(smallvec::smallvec![local]),
+            Payload::sge(local),
         ),
         2 => {
             let m = a.dev.mr_mut(a.mr.lkey).expect("a's region");
@@ -249,7 +249,7 @@ fn post(a: &mut End, b: &mut End, n: u64, size: u32) -> anyhow::Result<()> {
                     sges: smallvec::smallvec![rsge],
                 },
             )?;
-            (SendOp::Send, Payload::Sges(smallvec::smallvec![local]))
+            (SendOp::Send, Payload::sge(local))
         }
         _ => (
             SendOp::FetchAdd {
@@ -257,11 +257,11 @@ fn post(a: &mut End, b: &mut End, n: u64, size: u32) -> anyhow::Result<()> {
                 rkey: b.mr.rkey,
                 add: 1,
             },
-            Payload::Sges(smallvec::smallvec![Sge {
+            Payload::sge(Sge {
                 addr: a.mr.addr + counter_at + 8 + slot * 8,
                 length: 8,
                 lkey: a.mr.lkey,
-            }]),
+            }),
         ),
     };
     a.dev.post_send(a.qp, SendWr::new(n, op, payload))?;

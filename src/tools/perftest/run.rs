@@ -89,11 +89,7 @@ fn bw_wr(s: &Setup, i: usize, k: u64, signaled: bool) -> SendWr {
             .expect("the local slot is inside the region");
     // The wr_id says which QP and how many of its messages are done
     // once it completes.
-    let mut wr = SendWr::new(
-        (i as u64) << 40 | (k + 1),
-        op,
-        Payload::Sges(smallvec::smallvec![sge]),
-    );
+    let mut wr = SendWr::new((i as u64) << 40 | (k + 1), op, Payload::sge(sge));
     wr.signaled = signaled;
     wr
 }
@@ -334,7 +330,7 @@ impl Lat {
         op: SendOp,
     ) -> Result<()> {
         self.posted.push(ctx.now().as_nanos());
-        let wr = SendWr::new(id, op, Payload::Sges(smallvec::smallvec![self.sge]));
+        let wr = SendWr::new(id, op, Payload::sge(self.sge));
         Ok(ctx.post_send(&s.qps[0], wr)?)
     }
 

@@ -297,9 +297,7 @@ impl<B: Backend> Side<B> for Writer<'_, B::Buf> {
                     remote_addr: self.remote.0 + (slot * BIG) as u64,
                     rkey: self.remote.1,
                 },
-                payload: Payload::Sges(smallvec::smallvec![self
-                    .e
-                    .sge(self.e.src(slot), self.size)]),
+                payload: Payload::sge(self.e.sge(self.e.src(slot), self.size)),
                 signaled: (n + 1) % self.cq_mod == 0 || n + 1 == self.count,
                 fence: false,
                 solicited: false,
@@ -367,11 +365,7 @@ struct PingPong<'e, T> {
 impl<T: FrameBuf> PingPong<'_, T> {
     fn send(&mut self) {
         let sge = self.e.sge(self.e.src(0), self.size);
-        let wr = SendWr::new(
-            self.done,
-            SendOp::Send,
-            Payload::Sges(smallvec::smallvec![sge]),
-        );
+        let wr = SendWr::new(self.done, SendOp::Send, Payload::sge(sge));
         if let Err(err) = self.e.dev.post_send(self.e.qp, wr) {
             self.failure = Some(format!("post_send of SEND {}: {err}", self.done));
         }
@@ -1171,10 +1165,7 @@ mod tests {
             rkey: b.mr.rkey,
         };
         a.dev
-            .post_send(
-                a.qp,
-                SendWr::new(1, op, Payload::Sges(smallvec::smallvec![sge])),
-            )
+            .post_send(a.qp, SendWr::new(1, op, Payload::sge(sge)))
             .unwrap();
         a.pump(&mut pa, Instant::ZERO);
         let mut rx = Burst::new();
