@@ -224,14 +224,18 @@ pub struct QpCaps {
     pub qp_type: QpType,
 }
 
+/// Work requests' slots a QP reserves up front in each queue at most;
+/// past this a deeper queue grows as it fills.
+pub(crate) const QUEUE_PREALLOC: usize = 4096;
+
 impl QpCaps {
     /// Bytes of the application's queues: the send and receive queue
     /// slots a QP with these caps reserves when it is created (what a
     /// verbs provider maps as the SQ and RQ rings). The engine's own state
     /// per QP comes on top.
     pub fn queue_bytes(&self) -> usize {
-        let sq = (self.max_send_wr as usize).min(4096) * core::mem::size_of::<SendWqe>();
-        let rq = (self.max_recv_wr as usize).min(4096) * core::mem::size_of::<RecvWqe>();
+        let sq = (self.max_send_wr as usize).min(QUEUE_PREALLOC) * core::mem::size_of::<SendWqe>();
+        let rq = (self.max_recv_wr as usize).min(QUEUE_PREALLOC) * core::mem::size_of::<RecvWqe>();
         sq + rq
     }
 }

@@ -215,7 +215,7 @@ impl Requester {
     /// acknowledgements).
     pub fn new(max_send_wr: usize, cfg: QpConfig, log_acks: bool) -> Requester {
         Requester {
-            sq: VecDeque::with_capacity(max_send_wr.min(4096)),
+            sq: VecDeque::with_capacity(max_send_wr.min(super::QUEUE_PREALLOC)),
             max_send_wr,
             cfg,
             next: 0,

@@ -177,7 +177,7 @@ impl Responder {
             e_psn: Psn::new(0),
             msn: 0,
             sent_psn_nak: false,
-            rq: VecDeque::with_capacity(max_recv_wr.min(4096)),
+            rq: VecDeque::with_capacity(max_recv_wr.min(super::QUEUE_PREALLOC)),
             max_recv_wr,
             in_msg: InMsg::None,
             res: VecDeque::new(),
