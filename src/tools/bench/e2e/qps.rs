@@ -236,7 +236,7 @@ impl<C: Clock + Sync, G> Run<'_, C, G> {
         B::Buf: Send,
     {
         let n = a.qps.len();
-        let frames0 = a.dev.counters().sent_pkts + b.dev.counters().sent_pkts;
+        let (ca, cb) = (a.dev.counters(), b.dev.counters());
         let mut w = RoundRobin {
             remote: (b.mr.addr, b.mr.rkey),
             count,
@@ -268,14 +268,13 @@ impl<C: Clock + Sync, G> Run<'_, C, G> {
             s.step(self.clock, pb);
         }
         anyhow::ensure!(completed > 0, "{n} QPs: no WRITE completed in {took}");
-        let (a, b) = (&w.e.dev, &s.e.dev);
-        let frames = a.counters().sent_pkts + b.counters().sent_pkts - frames0;
+        let (da, db) = (w.e.dev.counters(), s.e.dev.counters());
         Ok(Rate {
             msgs: completed,
-            frames,
+            frames: (da.sent_pkts - ca.sent_pkts) + (db.sent_pkts - cb.sent_pkts),
             bytes: completed * u64::from(SIZE),
             secs: took.as_secs_f64(),
-            retransmitted: a.counters().retransmitted_pkts,
+            retransmitted: da.retransmitted_pkts - ca.retransmitted_pkts,
             complete: completed >= count,
         })
     }

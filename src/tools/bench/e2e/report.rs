@@ -317,8 +317,8 @@ impl E2eReport {
         }
         let _ = writeln!(
             s,
-            "  (one run each, {} WRITEs, 128 outstanding, every one signaled; the application's queues, {} B per QP at 1 QP, not counted)",
-            one.rate.msgs, one.queue_bytes_per_qp
+            "  (one run each, {} WRITEs, {} outstanding, every one signaled; the application's queues, {} B per QP at 1 QP, not counted)",
+            one.rate.msgs, super::qps::WINDOW, one.queue_bytes_per_qp
         );
     }
 
