@@ -20,7 +20,11 @@
 //!    `ping data: ...` with `-v`.
 //!
 //! After `-C` pings the client disconnects; the server ends when it is
-//! disconnected. Both print `... DISCONNECT EVENT...` as rping does.
+//! disconnected. Both print `... DISCONNECT EVENT...` as rping does. A
+//! server given `-C` also ends [`LAST_PING_GRACE`] after the last ping
+//! without the client's DREQ: a lost DREQ is not sent again once the
+//! client's process has gone (Linux's CM stops resending when its ID is
+//! destroyed), and nothing else would ever come.
 
 use crate::backend::Backend;
 use crate::time::Duration;
@@ -35,6 +39,10 @@ use std::io::Write;
 /// rping's port.
 pub const PORT: u16 = 7174;
 
+/// How long a server that has served `-C` pings waits for the client's
+/// DREQ before it ends as disconnected.
+pub const LAST_PING_GRACE: Duration = Duration::from_secs(3);
+
 /// rping's options.
 #[derive(Debug, Clone)]
 pub struct RpingOpts {
@@ -45,7 +53,9 @@ pub struct RpingOpts {
     pub addr: IpAddr,
     /// `-p`: the port.
     pub port: u16,
-    /// `-C`: pings (0: forever; the server's is ignored).
+    /// `-C`: pings (0: forever). A server given a count ends
+    /// [`LAST_PING_GRACE`] after that many pings even without the
+    /// client's DREQ.
     pub count: u32,
     /// `-S`: bytes per ping (at least `rdma-ping-N: ` and a NUL).
     pub size: u32,
@@ -368,6 +378,16 @@ fn serve<B: Backend>(
         }
         e.send_info(ctx, None)?;
         n += 1;
+        if n == o.count {
+            if !disconnected_within(ctx, e, limit.min(LAST_PING_GRACE))? {
+                eprintln!(
+                    "no disconnect from the client {LAST_PING_GRACE} after its last ping \
+                     (-C {}): taking it as disconnected",
+                    o.count
+                );
+            }
+            break;
+        }
     }
     writeln!(out, "server DISCONNECT EVENT...")?;
     ctx.rdma_disconnect(conn)?;
@@ -375,6 +395,25 @@ fn serve<B: Backend>(
     // destroys its ID instead): if it was lost, answer the DREQ's resend.
     crate::tools::cm_link::answer_resent_dreqs(ctx, |_| false);
     Ok((n, 0))
+}
+
+/// Whether the peer disconnects within `grace`; completions that come
+/// meanwhile (the last go ahead's, flushed receives) are taken.
+fn disconnected_within<B: Backend>(
+    ctx: &mut Context<B>,
+    e: &Ends,
+    grace: Duration,
+) -> Result<bool> {
+    let end = ctx.now() + grace;
+    let mut wcs = Vec::new();
+    while ctx.now() < end {
+        if let Some(RdmaCmEvent::Disconnected { .. }) = ctx.rdma_poll_cm_event() {
+            return Ok(true);
+        }
+        wcs.clear();
+        ctx.poll_cq(&e.cq, 1, &mut wcs)?;
+    }
+    Ok(false)
 }
 
 /// The server's half of a step: the client's buffer description, then an
@@ -494,5 +533,81 @@ mod tests {
             "{out_s}"
         );
         assert!(out_s.ends_with("server DISCONNECT EVENT...\n"), "{out_s}");
+    }
+
+    /// A port that loses every DREQ it sends (a CM MAD to QP1 whose
+    /// attribute ID is 0x0015), as a link would that dropped rping's
+    /// single DREQ before its process went away.
+    struct LosesDreqs(LoopbackPort);
+
+    impl Backend for LosesDreqs {
+        type Buf = <LoopbackPort as Backend>::Buf;
+        fn rx_burst(&mut self, out: &mut crate::backend::Burst<Self::Buf>) -> usize {
+            self.0.rx_burst(out)
+        }
+        fn alloc(&mut self) -> Option<Self::Buf> {
+            self.0.alloc()
+        }
+        fn tx_burst(&mut self, frames: &mut crate::backend::Burst<Self::Buf>) -> usize {
+            use crate::backend::FrameBuf;
+            // IPv4, UDP, BTH (destination QP at 5..8), DETH, then the MAD
+            // (attribute ID at 16..18).
+            let dreq = |f: &Self::Buf| {
+                let d = f.data();
+                d.len() > 80 && d[47..50] == [0, 0, 1] && d[78..80] == [0x00, 0x15]
+            };
+            let before = frames.len();
+            frames.retain(|f| !dreq(f));
+            let lost = before - frames.len();
+            self.0.tx_burst(frames) + lost
+        }
+    }
+
+    /// The client's DREQ never arrives: a server given `-C` still ends,
+    /// `LAST_PING_GRACE` after the last ping, with every ping served.
+    #[test]
+    fn a_server_with_a_count_ends_when_the_clients_dreq_is_lost() {
+        let _one = crate::tools::spinning_pair();
+        let (pa, pb) = loopback::pair(256, 4352);
+        let o = RpingOpts {
+            count: 2,
+            size: 64,
+            verbose: true,
+            timeout: std::time::Duration::from_secs(20),
+            ..RpingOpts::default()
+        };
+        let os = o.clone();
+        let server = std::thread::spawn(move || {
+            let mut out = Vec::new();
+            let r = run(&mut ctx(pa, 2), &os, &mut out);
+            (r, String::from_utf8(out).unwrap())
+        });
+        let oc = RpingOpts {
+            server: false,
+            addr: Ipv4Addr::new(198, 18, 0, 2).into(),
+            // The client gives up waiting for its DREP.
+            timeout: std::time::Duration::from_secs(2),
+            ..o
+        };
+        let cfg = ContextConfig::new(
+            MacAddr([2, 0, 0, 0, 0, 3]),
+            Ipv4Addr::new(198, 18, 0, 3).into(),
+        );
+        let mut c = Context::open(LosesDreqs(pb), Box::new(WallClock::new()), cfg).unwrap();
+        // Its DREQ unanswered, the client ends on its timeout (or the
+        // CM's, as disconnected): either is fine here.
+        let mut out_c = Vec::new();
+        let _ = run(&mut c, &oc, &mut out_c);
+        assert!(
+            String::from_utf8(out_c).unwrap().contains("rdma-ping-1: "),
+            "the client pinged twice"
+        );
+        drop(c);
+        let started = std::time::Instant::now();
+        let (rs, out_s) = server.join().unwrap();
+        let rs = rs.unwrap_or_else(|e| panic!("server: {e:#}"));
+        assert_eq!(rs.pings, 2);
+        assert!(out_s.ends_with("server DISCONNECT EVENT...\n"), "{out_s}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(10));
     }
 }
