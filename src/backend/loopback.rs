@@ -124,6 +124,40 @@ impl Backend for LoopbackPort {
     }
 }
 
+/// A loopback end that loses the frames it sends for which `lose` holds:
+/// a link that drops what a test picks (one CM message, every ACK).
+pub struct Lossy<F> {
+    port: LoopbackPort,
+    lose: F,
+}
+
+impl<F: FnMut(&[u8]) -> bool> Lossy<F> {
+    /// `port`, losing what it sends when `lose(frame)` holds.
+    pub fn new(port: LoopbackPort, lose: F) -> Self {
+        Lossy { port, lose }
+    }
+}
+
+impl<F: FnMut(&[u8]) -> bool> Backend for Lossy<F> {
+    type Buf = VecBuf;
+
+    fn rx_burst(&mut self, out: &mut Burst<VecBuf>) -> usize {
+        self.port.rx_burst(out)
+    }
+
+    fn alloc(&mut self) -> Option<VecBuf> {
+        self.port.alloc()
+    }
+
+    /// The lost frames count as sent.
+    fn tx_burst(&mut self, frames: &mut Burst<VecBuf>) -> usize {
+        let before = frames.len();
+        frames.retain(|f| !(self.lose)(f.data()));
+        let lost = before - frames.len();
+        self.port.tx_burst(frames) + lost
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

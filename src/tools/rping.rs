@@ -535,34 +535,6 @@ mod tests {
         assert!(out_s.ends_with("server DISCONNECT EVENT...\n"), "{out_s}");
     }
 
-    /// A port that loses every DREQ it sends (a CM MAD to QP1 whose
-    /// attribute ID is 0x0015), as a link would that dropped rping's
-    /// single DREQ before its process went away.
-    struct LosesDreqs(LoopbackPort);
-
-    impl Backend for LosesDreqs {
-        type Buf = <LoopbackPort as Backend>::Buf;
-        fn rx_burst(&mut self, out: &mut crate::backend::Burst<Self::Buf>) -> usize {
-            self.0.rx_burst(out)
-        }
-        fn alloc(&mut self) -> Option<Self::Buf> {
-            self.0.alloc()
-        }
-        fn tx_burst(&mut self, frames: &mut crate::backend::Burst<Self::Buf>) -> usize {
-            use crate::backend::FrameBuf;
-            // IPv4, UDP, BTH (destination QP at 5..8), DETH, then the MAD
-            // (attribute ID at 16..18).
-            let dreq = |f: &Self::Buf| {
-                let d = f.data();
-                d.len() > 80 && d[47..50] == [0, 0, 1] && d[78..80] == [0x00, 0x15]
-            };
-            let before = frames.len();
-            frames.retain(|f| !dreq(f));
-            let lost = before - frames.len();
-            self.0.tx_burst(frames) + lost
-        }
-    }
-
     /// The client's DREQ never arrives: a server given `-C` still ends,
     /// `LAST_PING_GRACE` after the last ping, with every ping served.
     #[test]
@@ -593,7 +565,12 @@ mod tests {
             MacAddr([2, 0, 0, 0, 0, 3]),
             Ipv4Addr::new(198, 18, 0, 3).into(),
         );
-        let mut c = Context::open(LosesDreqs(pb), Box::new(WallClock::new()), cfg).unwrap();
+        // A CM MAD (to QP1) whose attribute ID is the DREQ's, 0x0015:
+        // IPv4, UDP, the BTH (destination QP at 5..8), the DETH, then the
+        // MAD (attribute ID at 16..18).
+        let dreq = |d: &[u8]| d.len() > 80 && d[47..50] == [0, 0, 1] && d[78..80] == [0, 0x15];
+        let port = loopback::Lossy::new(pb, dreq);
+        let mut c = Context::open(port, Box::new(WallClock::new()), cfg).unwrap();
         // Its DREQ unanswered, the client ends on its timeout (or the
         // CM's, as disconnected): either is fine here.
         let mut out_c = Vec::new();
