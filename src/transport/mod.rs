@@ -868,9 +868,9 @@ impl Device {
     /// Posts a send work request (`ibv_post_send`). In ERR it completes at
     /// once with a flush error.
     pub fn post_send(&mut self, qpn: u32, wr: SendWr) -> Result<(), Error> {
-        let r = self.queue_send(qpn, wr);
-        self.rearm(qpn);
-        r
+        // A queued request moves no deadline (the ACK timer starts when
+        // its first packet goes): nothing to re-arm.
+        self.queue_send(qpn, wr)
     }
 
     fn queue_send(&mut self, qpn: u32, wr: SendWr) -> Result<(), Error> {
@@ -934,15 +934,14 @@ impl Device {
             rsn: 0,
             got_ahead: 0,
         });
-        self.wake(qpn);
+        timers::mark_ready(&mut self.ready, qp);
         Ok(())
     }
 
     /// Posts a receive work request (`ibv_post_recv`).
     pub fn post_recv(&mut self, qpn: u32, wr: RecvWr) -> Result<(), Error> {
-        let r = self.queue_recv(qpn, wr);
-        self.rearm(qpn);
-        r
+        // A receive moves no deadline of its QP: nothing to re-arm.
+        self.queue_recv(qpn, wr)
     }
 
     fn queue_recv(&mut self, qpn: u32, wr: RecvWr) -> Result<(), Error> {
@@ -1015,43 +1014,45 @@ impl Device {
         // The bytes after the IP packet: an INT trailer on a path with INT
         // telemetry (crate::wire::int), else padding or nothing.
         let tail = &frame[f.bytes().len()..];
-        self.deliver(now, &f, tail);
-        self.rearm(qpn);
+        if !self.deliver(now, &f, tail) {
+            self.rearm(qpn);
+        }
     }
 
-    /// A frame that passed the device's checks goes to the QP it names.
-    fn deliver(&mut self, now: Instant, f: &Frame<'_>, tail: &[u8]) {
+    /// A frame that passed the device's checks goes to the QP it names;
+    /// `true` if that QP's timers were re-armed here (an RC packet it
+    /// took), `false` if the caller must.
+    fn deliver(&mut self, now: Instant, f: &Frame<'_>, tail: &[u8]) -> bool {
         if f.info.transport == Transport::Cnp {
             self.rx.cnp_received += 1;
             self.on_cnp(now, f);
-            return;
+            return false;
         }
         let ty = match f.info.transport {
             Transport::Rc => QpType::Rc,
             Transport::Ud => QpType::Ud,
             _ => {
                 self.rx.unsupported_transport += 1;
-                return;
+                return false;
             }
         };
-        if let Some(qp) = self.qps.get(&f.dest_qp()) {
-            if qp.caps.qp_type != ty {
-                self.rx.unsupported_transport += 1;
-                return;
-            }
+        // The one lookup of the QP for this frame.
+        let Some(qp) = self.qps.get_mut(&f.dest_qp()) else {
+            self.rx.unknown_qp += 1;
+            return false;
+        };
+        if qp.caps.qp_type != ty {
+            self.rx.unsupported_transport += 1;
+            return false;
         }
         if ty == QpType::Ud {
-            let Some(qp) = self.qps.get_mut(&f.dest_qp()) else {
-                self.rx.unknown_qp += 1;
-                return;
-            };
             ud::receive(qp, &self.cfg.pkeys, &mut self.mrs, &mut self.cqs, f);
             self.backlogged |= !qp.backlog.is_empty();
-            return;
+            return false;
         }
-        let Some(qp) = Self::addressed_qp(&mut self.qps, &mut self.rx, &self.cfg.pkeys, f) else {
-            return;
-        };
+        if !Self::admits(qp, &self.cfg.pkeys, f) {
+            return false;
+        }
         qp.counters.rcvd_pkts += 1;
         if f.ip().ecn() == Ecn::Ce
             || congestion::emulated_ce(
@@ -1118,8 +1119,11 @@ impl Device {
         }
         Self::check_drained(qp, &mut self.events);
         self.backlogged |= !qp.backlog.is_empty();
-        let qpn = qp.qpn;
-        self.wake(qpn);
+        timers::mark_ready(&mut self.ready, qp);
+        timers::arm(&mut self.timers, qp);
+        let just = (qp.qpn, qp.armed);
+        self.settle_timers(Some(just));
+        true
     }
 
     /// The QP a packet (request, response or CNP) is for, if it may take
@@ -1137,13 +1141,18 @@ impl Device {
             rx.unknown_qp += 1;
             return None;
         };
+        Self::admits(qp, pkeys, f).then_some(qp)
+    }
+
+    /// The checks of [`Device::addressed_qp`] once the QP is found.
+    fn admits(qp: &mut Qp, pkeys: &[u16], f: &Frame<'_>) -> bool {
         if !matches!(qp.state, QpState::Rtr | QpState::Rts | QpState::Sqd) {
             qp.counters.state_drops += 1;
-            return None;
+            return false;
         }
         if !pkey_match(f.bth_view().pkey(), pkeys[qp.attr.pkey_index as usize]) {
             qp.counters.pkey_violation += 1;
-            return None;
+            return false;
         }
         let src = f.ip().src().to_canonical();
         if !qp
@@ -1152,9 +1161,9 @@ impl Device {
             .is_some_and(|av| av.dgid.to_canonical() == src)
         {
             qp.counters.wrong_source += 1;
-            return None;
+            return false;
         }
-        Some(qp)
+        true
     }
 
     /// A CNP (reference B.8) goes to the reaction point of the QP it
@@ -1231,7 +1240,9 @@ impl Device {
                 qp.ready = false;
             }
             let int_here = qp.path.is_some_and(|p| p.int) && self.cfg.congestion.int_host_hop;
-            self.rearm(qpn);
+            timers::arm(&mut self.timers, qp);
+            let armed = qp.armed;
+            self.settle_timers(Some((qpn, armed)));
             if let Some(len) = sent {
                 if int_here {
                     self.stamp_host_hop(now, &mut buf[..len]);

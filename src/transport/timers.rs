@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 
 use super::{ack_timeout, Cq, Device, Event, MrTable, Outcome, Qp, QpState};
-use crate::time::Instant;
+use crate::time::{DeadlineHeap, Instant};
 
 impl Device {
     /// When [`Device::handle_timeout`] must next be called.
@@ -21,17 +21,28 @@ impl Device {
 
     /// Re-arms `qpn`'s deadline after something was done to it.
     pub(super) fn rearm(&mut self, qpn: u32) {
-        if let Some(qp) = self.qps.get_mut(&qpn) {
-            let due = qp_deadline(qp);
-            self.timers.arm(qpn, &mut qp.armed, due);
-        }
-        self.prune_timers();
+        let Some(qp) = self.qps.get_mut(&qpn) else {
+            return self.prune_timers();
+        };
+        arm(&mut self.timers, qp);
+        let armed = qp.armed;
+        self.settle_timers(Some((qpn, armed)));
     }
 
     pub(super) fn prune_timers(&mut self) {
+        self.settle_timers(None);
+    }
+
+    /// Drops stale deadlines from the heap's top; `just` is a QP just
+    /// armed and its deadline, looked up no more (on one busy QP it is the
+    /// top).
+    pub(super) fn settle_timers(&mut self, just: Option<(u32, Option<Instant>)>) {
         let qps = &self.qps;
         self.timers.prune(
-            |q| qps.get(&q).and_then(|qp| qp.armed),
+            |q| match just {
+                Some((n, armed)) if n == q => armed,
+                _ => qps.get(&q).and_then(|qp| qp.armed),
+            },
             qps.len(),
             || qps.values().filter_map(|qp| qp.armed.map(|t| (qp.qpn, t))),
         );
@@ -107,17 +118,46 @@ impl Device {
     }
 }
 
+/// Arms `qp`'s deadline in `timers` (the QP in hand); the caller settles
+/// the heap after ([`Device::settle_timers`]).
+pub(super) fn arm(timers: &mut DeadlineHeap<u32>, qp: &mut Qp) {
+    let due = qp_deadline(qp);
+    timers.arm(qp.qpn, &mut qp.armed, due);
+}
+
+/// Puts `qp` on the device's ready list unless it is there.
+pub(super) fn mark_ready(ready: &mut VecDeque<u32>, qp: &mut Qp) {
+    if !qp.ready {
+        qp.ready = true;
+        ready.push_back(qp.qpn);
+    }
+}
+
 /// When a QP next needs [`Device::handle_timeout`]: its ACK timer or RNR
 /// wait while it sends (RTS, SQD); and, while paced output is held back,
 /// its pacer's release at today's rate or its controller's next timer,
 /// which may raise the rate.
 pub(super) fn qp_deadline(q: &Qp) -> Option<Instant> {
-    let sending = matches!(q.state, QpState::Rts | QpState::Sqd);
-    let timers = [q.req.timer, q.req.rnr_until].map(|t| t.filter(|_| sending));
-    let pacers = if q.paced_wait {
-        [q.pacer.release_at(q.cc.rate_bps()), q.cc.next_rate_change()]
-    } else {
-        [None, None]
-    };
-    timers.into_iter().chain(pacers).flatten().min()
+    // Plain matches: an iterator chain over the four compiled to a loop
+    // that cost more than the rest of a re-arm (it runs several times a
+    // frame).
+    let mut due = None;
+    if matches!(q.state, QpState::Rts | QpState::Sqd) {
+        due = earliest(q.req.timer, q.req.rnr_until);
+    }
+    if q.paced_wait {
+        let rate = q.cc.rate_bps();
+        due = earliest(due, q.pacer.release_at(rate));
+        due = earliest(due, q.cc.next_rate_change());
+    }
+    due
+}
+
+/// The earlier of two deadlines, either of which may be unset.
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, None) => x,
+        (None, y) => y,
+    }
 }
