@@ -19,6 +19,7 @@ use common::frames;
 use ferroce::wire::ext::{AtomicAckEth, FethRepr, Ieth, ImmDt, Xrceth};
 use ferroce::wire::frame::{seal, ICRC_LEN};
 use ferroce::wire::opcode::{HeaderSet, OpcodeInfo};
+use ferroce::wire::template::{BthVaries, HeaderTemplate};
 use ferroce::wire::{
     pad_count, AckSyndrome, Aeth, AethRepr, AtomicEth, AtomicEthRepr, Bth, BthRepr, Deth, DethRepr,
     Ecn, Error, EthernetFrame, EthernetRepr, ExtHeaders, Feth, Frame, FrameRepr, IpRepr,
@@ -426,6 +427,22 @@ proptest! {
         other[at].copy_from_slice(&payload);
         seal(&mut other, r.eth.header_len()).unwrap();
         prop_assert_eq!(&other[..], bytes);
+        // So does a header template built from the same headers and
+        // patched with this packet's BTH fields and lengths.
+        if !r.bth.opcode.info().is_some_and(|i| i.headers.contains(HeaderSet::CNP)) {
+            let t = HeaderTemplate::new(&r).unwrap();
+            let v = BthVaries {
+                opcode: r.bth.opcode,
+                psn: r.bth.psn,
+                solicited: r.bth.solicited,
+                ack_req: r.bth.ack_req,
+            };
+            let mut other = vec![0xEEu8; n];
+            let at = t.emit_headers(&v, &r.ext, payload.len(), &mut other).unwrap();
+            other[at].copy_from_slice(&payload);
+            seal(&mut other, t.eth_len()).unwrap();
+            prop_assert_eq!(&other[..], bytes);
+        }
         // Re-emitting the parsed frame gives the same bytes.
         prop_assert_eq!(reemit(&f)?, bytes);
     }

@@ -372,7 +372,7 @@ impl Qp {
                 backlog: &mut self.backlog,
             },
             counters: &mut self.counters,
-            sr: self.path.is_some_and(|p| p.sr),
+            sr: self.path.as_ref().is_some_and(|p| p.sr),
             timeout: ack_timeout(self.attr.timeout),
             retry_cnt: self.attr.retry_cnt,
             rnr_retry: self.attr.rnr_retry,
@@ -1088,7 +1088,7 @@ impl Device {
                 recv_cq: qp.recv_cq,
                 sink: &mut sink,
                 counters: &mut qp.counters,
-                sr: qp.path.is_some_and(|p| p.sr),
+                sr: qp.path.as_ref().is_some_and(|p| p.sr),
             };
             match qp.resp.on_request(&mut env, f, sr) {
                 Verdict::Fatal(code) => Some(nak_status(code)),
@@ -1239,7 +1239,8 @@ impl Device {
             if sent.is_none() {
                 qp.ready = false;
             }
-            let int_here = qp.path.is_some_and(|p| p.int) && self.cfg.congestion.int_host_hop;
+            let int_here =
+                qp.path.as_ref().is_some_and(|p| p.int) && self.cfg.congestion.int_host_hop;
             timers::arm(&mut self.timers, qp);
             let armed = qp.armed;
             self.settle_timers(Some((qpn, armed)));
@@ -1282,8 +1283,10 @@ impl Device {
         now: Instant,
         buf: &mut [u8],
     ) -> Option<usize> {
-        let path = qp.path?;
         let mtu = qp.mtu();
+        // Borrowed, not copied: a path with its header template is a few
+        // hundred bytes.
+        let path = qp.path.as_ref()?;
         let sends = match qp.state {
             QpState::Rtr | QpState::Rts | QpState::Sqd => true,
             QpState::Err => qp.drain_out,
@@ -1307,7 +1310,7 @@ impl Device {
                 qp.paced_wait = true;
                 return None;
             }
-            if let Some(len) = qp.resp.poll(&path, mtu, mrs, &mut qp.counters, buf) {
+            if let Some(len) = qp.resp.poll(path, mtu, mrs, &mut qp.counters, buf) {
                 if let Some(code) = qp.resp.take_failure() {
                     // That NAK was the last word: nothing queued after it.
                     qp.resp.clear_output();
@@ -1327,7 +1330,7 @@ impl Device {
             return None;
         }
         let mut env = TxEnv {
-            path: &path,
+            path,
             mtu,
             pd: qp.pd,
             max_rd_atomic: qp.attr.max_rd_atomic as u32,

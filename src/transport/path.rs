@@ -1,7 +1,9 @@
 //! Where a connected QP's packets go: the addresses and header values
 //! fixed at RTR (reference B.1), and the one function that writes a packet
 //! of the QP into a caller's buffer; built from the QP's attributes at RTR
-//! (`build_path`), with INT telemetry where both ends agreed (`check_int`).
+//! (`build_path`), with INT telemetry where both ends agreed (`check_int`);
+//! its headers as a template of bytes, patched per packet
+//! ([`crate::wire::template`]).
 //! The device's [`Offload`] settings: who computes and checks the ICRC.
 
 use super::qp::{AddressVector, QpAttr};
@@ -10,9 +12,11 @@ use crate::wire;
 use crate::wire::frame::{seal_offloaded, OFFLOADED_ICRC};
 use crate::wire::int::{self, Trailer};
 use crate::wire::sr::{self, SrTrailer};
+use crate::wire::template::{BthVaries, HeaderTemplate};
 use crate::wire::{
     frame::seal, BthRepr, Ecn, ExtHeaders, Frame, FrameRepr, IpRepr, MacAddr, Opcode, Psn, VlanTag,
 };
+use core::net::IpAddr;
 
 /// Work a device leaves to its NIC's hardware, as the simulator's lab
 /// runs it; the default leaves nothing: every ICRC is computed and
@@ -60,7 +64,6 @@ fn seal_frame(buf: &mut [u8], len: usize, eth_len: usize, offload_icrc: bool) ->
         seal(&mut buf[..len], eth_len).ok().map(|_| ())
     }
 }
-use core::net::IpAddr;
 
 /// The headers every packet of one QP shares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,6 +93,10 @@ pub struct Path {
     pub sr: bool,
     /// The ICRC is left to the NIC ([`Offload::icrc`]).
     pub icrc_offload: bool,
+    /// The fields above as header bytes, built once ([`Path::with_template`])
+    /// and patched per packet; `None` (a path whose fields change per
+    /// send, as UD's) builds each packet's headers from the fields.
+    pub(super) tmpl: Option<HeaderTemplate>,
 }
 
 /// One packet to write: the BTH fields that vary and the extension headers.
@@ -124,11 +131,29 @@ impl Path {
         buf: &mut [u8],
         fill: impl FnOnce(&mut [u8]),
     ) -> Option<usize> {
-        let r = self.repr(p);
-        let at = r.emit_headers(payload_len, buf).ok()?;
+        debug_assert!(
+            self.tmpl.is_none() || self.tmpl == self.with_template().tmpl,
+            "a path's fields changed after its template was built"
+        );
+        let (at, len, eth_len) = match &self.tmpl {
+            Some(t) => {
+                let v = BthVaries {
+                    opcode: p.opcode,
+                    psn: p.psn,
+                    solicited: p.solicited,
+                    ack_req: p.ack_req,
+                };
+                let at = t.emit_headers(&v, &p.ext, payload_len, buf).ok()?;
+                (at, t.frame_len(p.opcode, payload_len), t.eth_len())
+            }
+            None => {
+                let r = self.repr(p);
+                let at = r.emit_headers(payload_len, buf).ok()?;
+                (at, r.frame_len(payload_len), r.eth.header_len())
+            }
+        };
         fill(&mut buf[at]);
-        let len = r.frame_len(payload_len);
-        seal_frame(buf, len, r.eth.header_len(), self.icrc_offload)?;
+        seal_frame(buf, len, eth_len, self.icrc_offload)?;
         let mut end = len;
         if let Some(t) = p.int.filter(|_| self.int) {
             t.emit(buf.get_mut(end..)?)?;
@@ -178,7 +203,28 @@ impl Path {
             0
         };
         let sr = p.sr.filter(|_| self.sr).map_or(0, |t| t.len());
-        self.repr(p).frame_len(payload_len) + int + sr
+        let frame = match &self.tmpl {
+            Some(t) => t.frame_len(p.opcode, payload_len),
+            None => self.repr(p).frame_len(payload_len),
+        };
+        frame + int + sr
+    }
+
+    /// This path with its header template built from its fields (none if
+    /// a field is out of range: then each packet's headers are built, and
+    /// refused, as without one).
+    pub(super) fn with_template(mut self) -> Path {
+        let probe = Packet {
+            opcode: Opcode::rc(wire::opcode::Op::SendOnly),
+            psn: Psn::new(0),
+            ack_req: false,
+            solicited: false,
+            ext: ExtHeaders::default(),
+            int: None,
+            sr: None,
+        };
+        self.tmpl = HeaderTemplate::new(&self.repr(&probe)).ok();
+        self
     }
 
     fn repr(&self, p: &Packet) -> FrameRepr {
@@ -319,5 +365,7 @@ pub(super) fn build_path(
         int: av.int_telemetry,
         sr: av.recovery == super::Recovery::Selective,
         icrc_offload: cfg.offload.icrc,
-    })
+        tmpl: None,
+    }
+    .with_template())
 }

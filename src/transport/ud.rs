@@ -77,6 +77,7 @@ impl Ah {
         // No rate control reacts for UD: its ECN bits are the address
         // handle's, never ECT by default.
         path.ip.set_ecn(Ecn::from_bits(av.traffic_class & 3));
+        let path = path.with_template();
         Ok(Ah { av: *av, path })
     }
 }
@@ -151,6 +152,8 @@ pub(super) fn transmit(
                 .av
                 .src_port
                 .unwrap_or_else(|| udp::qp_source_port(qp.qpn)),
+            // The fields change per datagram: no template.
+            tmpl: None,
             ..ah.path
         });
         let qkey = if d.remote_qkey & 0x8000_0000 != 0 {

@@ -164,7 +164,7 @@ impl IpRepr {
             }),
         }
     }
-    fn emit(&self, buf: &mut [u8], payload_len: usize) -> Result<usize> {
+    pub(super) fn emit(&self, buf: &mut [u8], payload_len: usize) -> Result<usize> {
         match self {
             IpRepr::V4(r) => r.emit(buf, payload_len),
             IpRepr::V6(r) => r.emit(buf, payload_len),
@@ -245,7 +245,7 @@ impl ExtHeaders {
 
     /// Writes the headers (and, for a CNP, its 16 zero bytes) into `b`,
     /// which holds exactly their length.
-    fn emit(&self, cnp: bool, b: &mut [u8]) -> Result<()> {
+    pub(super) fn emit(&self, cnp: bool, b: &mut [u8]) -> Result<()> {
         let mut off = 0;
         let mut next = |n: usize| {
             let r = off..off + n;

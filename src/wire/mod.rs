@@ -26,6 +26,7 @@
 //! | [`psn`] | 24-bit PSN arithmetic (IBTA §9.7.1) and the pad count |
 //! | [`icrc`] | the invariant CRC (A17 §17.3.3) |
 //! | [`frame`] | whole-frame parse / emit (A17 §17.3) |
+//! | [`template`] | a QP's headers as bytes, built once and patched per packet (the lengths, the IPv4 checksum, the BTH's varying fields) |
 //! | [`int`] | ferroce's INT trailer between ferroce endpoints that both asked for it (not standard) |
 //! | [`sr`] | ferroce's selective-repeat trailer, between ferroce endpoints that both asked for it (not standard) |
 //! | [`caps`] | the capability tail by which two ferroce endpoints ask each other for INT or selective repeat |
@@ -55,6 +56,7 @@ pub mod ndp;
 pub mod opcode;
 pub mod psn;
 pub mod sr;
+pub mod template;
 pub mod udp;
 
 pub use arp::{ArpOp, ArpPacket, ArpRepr};
