@@ -413,6 +413,7 @@ proptest! {
         prop_assert_eq!(f.pad, pad_count(payload.len()));
         prop_assert_eq!(f.info.opcode, r.bth.opcode);
         prop_assert_eq!(f.ip_offset, r.eth.header_len());
+        prop_assert_eq!((f.src(), f.dst()), (r.ip.src(), r.ip.dst()));
         if let Err(e) = common::oracle::agrees(bytes, &f) {
             return Err(TestCaseError::fail(e));
         }

@@ -1004,8 +1004,7 @@ impl Device {
         if !self.cfg.offload.admits(&f, &mut self.rx) {
             return;
         }
-        let ip = f.ip();
-        if !self.cfg.gids.contains(&ip.dst().to_canonical()) {
+        if !self.cfg.gids.contains(&f.dst().to_canonical()) {
             self.rx.wrong_destination += 1;
             return;
         }
@@ -1054,12 +1053,8 @@ impl Device {
             return false;
         }
         qp.counters.rcvd_pkts += 1;
-        if f.ip().ecn() == Ecn::Ce
-            || congestion::emulated_ce(
-                &self.cfg.congestion.np,
-                &mut self.ect_received,
-                f.ip().ecn(),
-            )
+        if f.ecn() == Ecn::Ce
+            || congestion::emulated_ce(&self.cfg.congestion.np, &mut self.ect_received, f.ecn())
         {
             qp.counters.np_ecn_marked_roce_packets += 1;
             let pkey = f.bth_view().pkey();
@@ -1154,7 +1149,7 @@ impl Device {
             qp.counters.pkey_violation += 1;
             return false;
         }
-        let src = f.ip().src().to_canonical();
+        let src = f.src().to_canonical();
         if !qp
             .attr
             .ah_attr

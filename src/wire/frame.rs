@@ -492,6 +492,26 @@ impl<'a> Frame<'a> {
         }
     }
 
+    /// The IP source address, read alone (no whole-header repr).
+    #[inline]
+    pub fn src(&self) -> IpAddr {
+        let b = &self.bytes[self.ip_offset..];
+        match b[0] >> 4 {
+            4 => IpAddr::from(<[u8; 4]>::try_from(&b[12..16]).expect("4 bytes")),
+            _ => IpAddr::from(<[u8; 16]>::try_from(&b[8..24]).expect("16 bytes")),
+        }
+    }
+
+    /// The IP destination address, read alone.
+    #[inline]
+    pub fn dst(&self) -> IpAddr {
+        let b = &self.bytes[self.ip_offset..];
+        match b[0] >> 4 {
+            4 => IpAddr::from(<[u8; 4]>::try_from(&b[16..20]).expect("4 bytes")),
+            _ => IpAddr::from(<[u8; 16]>::try_from(&b[24..40]).expect("16 bytes")),
+        }
+    }
+
     /// The IP header's TTL (IPv4) or hop limit (IPv6): one byte read.
     #[inline]
     pub fn ttl(&self) -> u8 {
