@@ -69,6 +69,10 @@ type Queue = Arc<Mutex<VecDeque<VecBuf>>>;
 pub struct LoopbackPort {
     rx: Queue,
     tx: Queue,
+    /// Freed buffers, shared by both ends (what one end receives and
+    /// frees, the other may send in again), as a DPDK mempool: in steady
+    /// state no frame allocates.
+    pool: Arc<Mutex<Vec<VecBuf>>>,
     depth: usize,
     buf_cap: usize,
 }
@@ -78,20 +82,31 @@ pub struct LoopbackPort {
 pub fn pair(depth: usize, buf_cap: usize) -> (LoopbackPort, LoopbackPort) {
     let ab: Queue = Arc::default();
     let ba: Queue = Arc::default();
+    let pool: Arc<Mutex<Vec<VecBuf>>> = Arc::default();
     (
         LoopbackPort {
             rx: ba.clone(),
             tx: ab.clone(),
+            pool: pool.clone(),
             depth,
             buf_cap,
         },
         LoopbackPort {
             rx: ab,
             tx: ba,
+            pool,
             depth,
             buf_cap,
         },
     )
+}
+
+impl LoopbackPort {
+    /// The most freed buffers the pool keeps: both queues full, twice over
+    /// (what a pump may hold in its bursts as well).
+    fn pool_cap(&self) -> usize {
+        4 * self.depth
+    }
 }
 
 impl Backend for LoopbackPort {
@@ -113,7 +128,8 @@ impl Backend for LoopbackPort {
     }
 
     fn alloc(&mut self) -> Option<VecBuf> {
-        Some(VecBuf::with_capacity(self.buf_cap))
+        let reused = self.pool.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        Some(reused.unwrap_or_else(|| VecBuf::with_capacity(self.buf_cap)))
     }
 
     fn tx_burst(&mut self, frames: &mut Burst<VecBuf>) -> usize {
@@ -121,6 +137,21 @@ impl Backend for LoopbackPort {
         let room = self.depth.saturating_sub(q.len()).min(frames.len());
         q.extend(frames.drain(..room));
         room
+    }
+
+    /// Back to the pool (beyond its cap, dropped).
+    fn free_burst(&mut self, frames: &mut Burst<VecBuf>) {
+        let cap = self.pool_cap();
+        let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
+        if pool.capacity() == 0 {
+            pool.reserve_exact(cap);
+        }
+        for mut f in frames.drain(..) {
+            if pool.len() < cap {
+                f.clear();
+                pool.push(f);
+            }
+        }
     }
 }
 
@@ -155,6 +186,10 @@ impl<F: FnMut(&[u8]) -> bool> Backend for Lossy<F> {
         frames.retain(|f| !(self.lose)(f.data()));
         let lost = before - frames.len();
         self.port.tx_burst(frames) + lost
+    }
+
+    fn free_burst(&mut self, frames: &mut Burst<VecBuf>) {
+        self.port.free_burst(frames)
     }
 }
 
