@@ -65,7 +65,8 @@
 //!   1 Mb/s).
 
 use super::{
-    earliest_due, halfway, max_rate_bps, mbps, micros, Books, CcState, RateController, TraceEvent,
+    earlier, earliest_due, halfway, max_rate_bps, mbps, micros, Books, CcState, RateController,
+    TraceEvent,
 };
 use crate::time::{Duration, Instant};
 
@@ -519,10 +520,7 @@ impl RateController for DcqcnCx {
             (true, Some(c)) => Some(self.period_end(c)),
             _ => None,
         };
-        [deferred_cut, self.next_increase]
-            .into_iter()
-            .flatten()
-            .min()
+        earlier(deferred_cut, self.next_increase)
     }
 
     fn state(&self) -> CcState {

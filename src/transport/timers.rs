@@ -5,6 +5,7 @@
 use std::collections::VecDeque;
 
 use super::{ack_timeout, Cq, Device, Event, MrTable, Outcome, Qp, QpState};
+use crate::cc::earlier;
 use crate::time::{DeadlineHeap, Instant};
 
 impl Device {
@@ -143,21 +144,12 @@ pub(super) fn qp_deadline(q: &Qp) -> Option<Instant> {
     // frame).
     let mut due = None;
     if matches!(q.state, QpState::Rts | QpState::Sqd) {
-        due = earliest(q.req.timer, q.req.rnr_until);
+        due = earlier(q.req.timer, q.req.rnr_until);
     }
     if q.paced_wait {
         let rate = q.cc.rate_bps();
-        due = earliest(due, q.pacer.release_at(rate));
-        due = earliest(due, q.cc.next_rate_change());
+        due = earlier(due, q.pacer.release_at(rate));
+        due = earlier(due, q.cc.next_rate_change());
     }
     due
-}
-
-/// The earlier of two deadlines, either of which may be unset.
-fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
-    match (a, b) {
-        (Some(x), Some(y)) => Some(x.min(y)),
-        (x, None) => x,
-        (None, y) => y,
-    }
 }
