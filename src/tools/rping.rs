@@ -493,6 +493,19 @@ mod tests {
         Context::open(port, Box::new(WallClock::new()), cfg).unwrap()
     }
 
+    /// A server on its own thread (198.18.0.2 on `port`): its result and
+    /// what it printed.
+    fn serve_on(
+        port: LoopbackPort,
+        o: RpingOpts,
+    ) -> std::thread::JoinHandle<(Result<RpingReport>, String)> {
+        std::thread::spawn(move || {
+            let mut out = Vec::new();
+            let r = run(&mut ctx(port, 2), &o, &mut out);
+            (r, String::from_utf8(out).unwrap())
+        })
+    }
+
     /// Server and client on two threads over an in-process link: three
     /// pings, validated, printed as rping prints them.
     #[test]
@@ -507,12 +520,7 @@ mod tests {
             timeout: std::time::Duration::from_secs(20),
             ..RpingOpts::default()
         };
-        let os = o.clone();
-        let server = std::thread::spawn(move || {
-            let mut out = Vec::new();
-            let r = run(&mut ctx(pa, 2), &os, &mut out);
-            (r, String::from_utf8(out).unwrap())
-        });
+        let server = serve_on(pa, o.clone());
         let oc = RpingOpts {
             server: false,
             addr: Ipv4Addr::new(198, 18, 0, 2).into(),
@@ -548,12 +556,7 @@ mod tests {
             timeout: std::time::Duration::from_secs(20),
             ..RpingOpts::default()
         };
-        let os = o.clone();
-        let server = std::thread::spawn(move || {
-            let mut out = Vec::new();
-            let r = run(&mut ctx(pa, 2), &os, &mut out);
-            (r, String::from_utf8(out).unwrap())
-        });
+        let server = serve_on(pa, o.clone());
         let oc = RpingOpts {
             server: false,
             addr: Ipv4Addr::new(198, 18, 0, 2).into(),
