@@ -438,6 +438,63 @@ fn check_rping_bytes(size: usize, pkts: &[Pkt], lossy: bool) -> Result<(), Strin
     Ok(())
 }
 
+/// How many request packets of ferroce's the peer never acknowledged, if
+/// they are exactly the packets of ferroce's last message (first sent
+/// after every other request, from its first packet to its last), else
+/// why not: a tool without a closing handshake (ibv_rc_pingpong) leaves
+/// that message's ACK as the last frame of the run, and a loss of it
+/// strands ferroce's resends once the peer's QP is gone.
+pub fn unacked_only_last_message(pcap: &Path, ferroce_ip: IpAddr) -> Result<usize, String> {
+    let pkts = read(pcap, ferroce_ip)?;
+    let is_request = |p: &Pkt| {
+        matches!(
+            p.class,
+            Class::Send | Class::Write | Class::ReadRequest | Class::Atomic
+        )
+    };
+    // ferroce's requests in the order first sent.
+    let mut firsts: Vec<&Pkt> = Vec::new();
+    for p in pkts.iter().filter(|p| p.from_ferroce && is_request(p)) {
+        if !firsts
+            .iter()
+            .any(|q| q.dest_qp == p.dest_qp && q.psn == p.psn)
+        {
+            firsts.push(p);
+        }
+    }
+    // The newest PSN the peer acknowledged (a NAK only those before it).
+    let mut acked: Option<Psn> = None;
+    for p in pkts
+        .iter()
+        .filter(|p| !p.from_ferroce && p.class == Class::Ack)
+    {
+        let upto = if p.nak { p.psn.sub(1) } else { p.psn };
+        if !acked.is_some_and(|a| !upto.after(a)) {
+            acked = Some(upto);
+        }
+    }
+    let unacked = |p: &Pkt| !acked.is_some_and(|a| !p.psn.after(a));
+    let n = firsts.iter().filter(|p| unacked(p)).count();
+    let tail = &firsts[firsts.len() - n..];
+    if n == 0 {
+        return Err("every request of ferroce's was acknowledged".into());
+    }
+    if !tail.iter().all(|p| unacked(p)) {
+        return Err("a request other than the last ones was never acknowledged".into());
+    }
+    let starts = matches!(tail[0].position, Position::First | Position::Only);
+    let ends = matches!(tail[n - 1].position, Position::Last | Position::Only);
+    let one_message = tail[1..]
+        .iter()
+        .all(|p| !matches!(p.position, Position::First | Position::Only));
+    if !(starts && ends && one_message) {
+        return Err(format!(
+            "the {n} unacknowledged requests are not one whole last message"
+        ));
+    }
+    Ok(n)
+}
+
 /// Whether every request ferroce sent again went out at least `timeout`
 /// after its first sending with nothing from rxe acknowledging it in
 /// between: what a stalled guest looks like. A resend sooner, or after
@@ -551,5 +608,47 @@ pub fn self_test(vectors: &Path) -> Result<(), String> {
             ));
         }
     }
+    // The last-ACK rule: rc_pingpong at MTU 4096 (16 KiB messages) as
+    // captured has every request acknowledged; without the client's last
+    // ACK, only the server's last message (4 packets) is unacknowledged.
+    let whole = vectors.join("rc_pingpong_mtu4096.pcap");
+    if unacked_only_last_message(&whole, g1).is_ok() {
+        return Err(
+            "capture check self-test: a clean rc_pingpong taken for a lost last ACK".into(),
+        );
+    }
+    let cut = std::env::temp_dir().join(format!("ferroce-last-ack-{}.pcap", std::process::id()));
+    without_last_ack(&whole, &cut, g2)?;
+    let got = unacked_only_last_message(&cut, g1);
+    let _ = std::fs::remove_file(&cut);
+    if got != Ok(4) {
+        return Err(format!(
+            "capture check self-test: rc_pingpong without its last ACK: {got:?}, want Ok(4)"
+        ));
+    }
     Ok(())
+}
+
+/// `from` copied to `to` without the last ACKNOWLEDGE that `sender` sent.
+fn without_last_ack(from: &Path, to: &Path, sender: IpAddr) -> Result<(), String> {
+    let mut frames = Vec::new();
+    let mut r = ferroce::pcap::open(from).map_err(|e| e.to_string())?;
+    while let Some(rec) = r.next_record().map_err(|e| e.to_string())? {
+        frames.push((rec.ts_ns, rec.data.to_vec()));
+    }
+    let is_ack = |d: &[u8]| {
+        Frame::parse(d)
+            .is_ok_and(|f| f.info.class == Class::Ack && f.src().to_canonical() == sender)
+    };
+    let last = frames
+        .iter()
+        .rposition(|(_, d)| is_ack(d))
+        .ok_or("no ACK to remove")?;
+    frames.remove(last);
+    let mut w =
+        ferroce::pcap::create(to, ferroce::pcap::Precision::Nano).map_err(|e| e.to_string())?;
+    for (ts, d) in &frames {
+        w.write(*ts, d).map_err(|e| e.to_string())?;
+    }
+    w.flush().map_err(|e| e.to_string())
 }

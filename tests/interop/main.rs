@@ -379,7 +379,13 @@ fn counter_delta(before: &str, after: &str) -> Vec<(String, i64)> {
 ///   retries exhausted: then no resend can be a loss's;
 /// - ferroce gave up waiting for the peer (its data or its next control
 ///   message) while the capture's story is clean: every request of both
-///   ends acknowledged, nothing refused, so nothing was owed to the peer.
+///   ends acknowledged, nothing refused, so nothing was owed to the peer;
+/// - in a loss cell of ibv_rc_pingpong, which has no closing handshake,
+///   the loss rule dropped something, the peer finished every iteration
+///   (so it received ferroce's last message) and exited, and ferroce ran
+///   out of retries on exactly that last message, never acknowledged: its
+///   ACK was lost and the peer's QP was gone before ferroce's resend
+///   (ibv_rc_pingpong fails the same way on a lossy link).
 fn not_ours(cell: &Cell, f: &Failure, dir: &Path, run_drops: (u64, u64)) -> Option<String> {
     let read = |name: &str| fs::read_to_string(dir.join(name)).unwrap_or_default();
     // ferroce then finds the peer gone at its next exchange: closed, or
@@ -411,6 +417,24 @@ fn not_ours(cell: &Cell, f: &Failure, dir: &Path, run_drops: (u64, u64)) -> Opti
             Ok(()) => Some(
                 "the peer sent nothing more with every request acknowledged (clean capture)".into(),
             ),
+            Err(e) => {
+                println!("  {}: no rerun: {e}", cell.id());
+                None
+            }
+        };
+    }
+    let last_ack_lost = cell.tool == Tool::Pingpong
+        && cell.loss.is_some()
+        && run_drops != (0, 0)
+        && f.step == "ferroce"
+        && f.detail.contains("transport retry counter exceeded")
+        && read("peer.out").contains(" iters in ");
+    if last_ack_lost {
+        let ip = ferroce_ip(cell);
+        return match capture::unacked_only_last_message(&dir.join("frames.pcap"), ip) {
+            Ok(n) => Some(format!(
+                "the ACK of ferroce's last message ({n} packets) was lost after ibv_rc_pingpong had finished"
+            )),
             Err(e) => {
                 println!("  {}: no rerun: {e}", cell.id());
                 None
