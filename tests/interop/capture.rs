@@ -626,7 +626,54 @@ pub fn self_test(vectors: &Path) -> Result<(), String> {
             "capture check self-test: rc_pingpong without its last ACK: {got:?}, want Ok(4)"
         ));
     }
+    // Its mirror: in the whole capture the client sent nothing after the
+    // server's last ACK.
+    if peer_resent_acked_last_message(&whole, g1).is_ok() {
+        return Err(
+            "capture check self-test: rc_pingpong's end taken for a resend after the last ACK"
+                .into(),
+        );
+    }
     Ok(())
+}
+
+/// How many times the peer sent its last message again after ferroce had
+/// acknowledged all of it, if it did, else why not: the mirror of
+/// [`unacked_only_last_message`], where ferroce's ACK (captured as it
+/// left) was lost on the way and ferroce had ended.
+pub fn peer_resent_acked_last_message(pcap: &Path, ferroce_ip: IpAddr) -> Result<usize, String> {
+    let pkts = read(pcap, ferroce_ip)?;
+    let is_request = |p: &Pkt| {
+        matches!(
+            p.class,
+            Class::Send | Class::Write | Class::ReadRequest | Class::Atomic
+        )
+    };
+    let theirs: Vec<&Pkt> = pkts
+        .iter()
+        .filter(|p| !p.from_ferroce && is_request(p))
+        .collect();
+    let last = theirs
+        .iter()
+        .map(|p| p.psn)
+        .reduce(|a, b| if b.after(a) { b } else { a });
+    let Some(last) = last else {
+        return Err("the peer sent no request".into());
+    };
+    let Some(acked_at) = pkts
+        .iter()
+        .position(|p| p.from_ferroce && p.class == Class::Ack && !p.nak && !p.psn.before(last))
+    else {
+        return Err("ferroce never acknowledged the peer's last message".into());
+    };
+    let resent = pkts[acked_at..]
+        .iter()
+        .filter(|p| !p.from_ferroce && is_request(p))
+        .count();
+    match resent {
+        0 => Err("the peer sent nothing after ferroce's last ACK".into()),
+        n => Ok(n),
+    }
 }
 
 /// `from` copied to `to` without the last ACKNOWLEDGE that `sender` sent.

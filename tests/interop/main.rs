@@ -385,7 +385,10 @@ fn counter_delta(before: &str, after: &str) -> Vec<(String, i64)> {
 ///   (so it received ferroce's last message) and exited, and ferroce ran
 ///   out of retries on exactly that last message, never acknowledged: its
 ///   ACK was lost and the peer's QP was gone before ferroce's resend
-///   (ibv_rc_pingpong fails the same way on a lossy link).
+///   (ibv_rc_pingpong fails the same way on a lossy link); or the mirror,
+///   ferroce finished every iteration and the peer ran out of retries on
+///   its own last message, which the capture shows ferroce acknowledged
+///   before the peer sent it again.
 fn not_ours(cell: &Cell, f: &Failure, dir: &Path, run_drops: (u64, u64)) -> Option<String> {
     let read = |name: &str| fs::read_to_string(dir.join(name)).unwrap_or_default();
     // ferroce then finds the peer gone at its next exchange: closed, or
@@ -434,6 +437,24 @@ fn not_ours(cell: &Cell, f: &Failure, dir: &Path, run_drops: (u64, u64)) -> Opti
         return match capture::unacked_only_last_message(&dir.join("frames.pcap"), ip) {
             Ok(n) => Some(format!(
                 "the ACK of ferroce's last message ({n} packets) was lost after ibv_rc_pingpong had finished"
+            )),
+            Err(e) => {
+                println!("  {}: no rerun: {e}", cell.id());
+                None
+            }
+        };
+    }
+    let peers_last_ack_lost = cell.tool == Tool::Pingpong
+        && cell.loss.is_some()
+        && run_drops != (0, 0)
+        && f.step == "peer"
+        && read("peer.out").contains("transport retry counter exceeded")
+        && read("ferroce.out").contains(" iters in ");
+    if peers_last_ack_lost {
+        let ip = ferroce_ip(cell);
+        return match capture::peer_resent_acked_last_message(&dir.join("frames.pcap"), ip) {
+            Ok(n) => Some(format!(
+                "ferroce's ACK of ibv_rc_pingpong's last message was lost after ferroce had finished ({n} resends after it)"
             )),
             Err(e) => {
                 println!("  {}: no rerun: {e}", cell.id());
