@@ -634,6 +634,15 @@ pub fn self_test(vectors: &Path) -> Result<(), String> {
                 .into(),
         );
     }
+    // ib_write_bw -R disconnects with a DREQ each way.
+    match dreqs(&vectors.join("ib_write_bw_rdmacm_mtu4096.pcap"), g1) {
+        Ok((a, b)) if a > 0 && b > 0 => {}
+        got => {
+            return Err(format!(
+                "capture check self-test: ib_write_bw_rdmacm_mtu4096's DREQs: {got:?}"
+            ))
+        }
+    }
     Ok(())
 }
 
@@ -674,6 +683,16 @@ pub fn peer_resent_acked_last_message(pcap: &Path, ferroce_ip: IpAddr) -> Result
         0 => Err("the peer sent nothing after ferroce's last ACK".into()),
         n => Ok(n),
     }
+}
+
+/// The CM DREQs in a capture, (the peer's, ferroce's): MADs to QP1 whose
+/// attribute ID is the DREQ's (IBTA §12.6.10, 0x0015).
+pub fn dreqs(pcap: &Path, ferroce_ip: IpAddr) -> Result<(usize, usize), String> {
+    let pkts = read(pcap, ferroce_ip)?;
+    let dreq = |p: &&Pkt| p.dest_qp == 1 && p.payload.get(16..18) == Some(&[0x00, 0x15][..]);
+    let ours = pkts.iter().filter(dreq).filter(|p| p.from_ferroce).count();
+    let theirs = pkts.iter().filter(dreq).filter(|p| !p.from_ferroce).count();
+    Ok((theirs, ours))
 }
 
 /// `from` copied to `to` without the last ACKNOWLEDGE that `sender` sent.

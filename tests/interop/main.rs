@@ -388,7 +388,12 @@ fn counter_delta(before: &str, after: &str) -> Vec<(String, i64)> {
 ///   (ibv_rc_pingpong fails the same way on a lossy link); or the mirror,
 ///   ferroce finished every iteration and the peer ran out of retries on
 ///   its own last message, which the capture shows ferroce acknowledged
-///   before the peer sent it again.
+///   before the peer sent it again;
+/// - the CM MAD a loss cell drops (ferroce's DREP to the peer's DREQ) was
+///   never sent because the random loss had already taken the peer's DREQ:
+///   the capture shows no DREQ of the peer's and one of ferroce's, so the
+///   teardown went the other way round and the cell's drop had nothing to
+///   take.
 fn not_ours(cell: &Cell, f: &Failure, dir: &Path, run_drops: (u64, u64)) -> Option<String> {
     let read = |name: &str| fs::read_to_string(dir.join(name)).unwrap_or_default();
     // ferroce then finds the peer gone at its next exchange: closed, or
@@ -420,6 +425,25 @@ fn not_ours(cell: &Cell, f: &Failure, dir: &Path, run_drops: (u64, u64)) -> Opti
             Ok(()) => Some(
                 "the peer sent nothing more with every request acknowledged (clean capture)".into(),
             ),
+            Err(e) => {
+                println!("  {}: no rerun: {e}", cell.id());
+                None
+            }
+        };
+    }
+    if f.step == "loss" && f.detail.contains("dropped 0 times") && run_drops != (0, 0) {
+        let ip = ferroce_ip(cell);
+        return match capture::dreqs(&dir.join("frames.pcap"), ip) {
+            Ok((0, ours)) if ours > 0 => Some(
+                "the random loss took the peer's DREQ, so ferroce disconnected first and sent no DREP to drop".into(),
+            ),
+            Ok((theirs, ours)) => {
+                println!(
+                    "  {}: no rerun: {theirs} DREQs of the peer's, {ours} of ferroce's",
+                    cell.id()
+                );
+                None
+            }
             Err(e) => {
                 println!("  {}: no rerun: {e}", cell.id());
                 None
