@@ -3,6 +3,7 @@
 //! a host's send through egress queues, links and switches to a host's
 //! inbox.
 
+use super::calendar::EventKind;
 use super::hop::{self, Hop};
 use super::pfc::{is_mac_control, switch_port_mac, PfcFrame};
 use super::route::Decision;
@@ -13,101 +14,6 @@ use crate::backend::FrameBuf;
 use crate::time::{Clock, Duration, Instant};
 use crate::wire::ethernet::HEADER_LEN as ETH_HEADER_LEN;
 use crate::wire::int::{self, IntHop};
-use std::cmp::Reverse;
-use std::collections::binary_heap::PeekMut;
-use std::collections::BinaryHeap;
-
-#[derive(Debug)]
-pub(super) enum EventKind {
-    /// The head frame of the channel's queue has been serialised.
-    TxDone(ChannelId),
-    /// A frame reaches the far end of the channel.
-    Arrive(ChannelId, VecBuf),
-    /// A PFC pause of a priority of the channel's egress queue may end.
-    PauseExpire(ChannelId, u8),
-    /// A switch port's PFC pauses are due to be sent again.
-    PfcRefresh(SwitchId, usize),
-}
-
-/// An event taken off the calendar.
-#[derive(Debug)]
-struct Event {
-    at: Instant,
-    kind: EventKind,
-}
-
-/// An event's place in the calendar's heap: its time, its sequence number
-/// (unique and increasing: orders events at the same instant FIFO) and
-/// the slot that holds its kind. Small and plain, so that the heap's
-/// sifting moves 24 bytes rather than a frame buffer's handle with them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-struct Key {
-    at: Instant,
-    seq: u64,
-    slot: u32,
-}
-
-/// The pending events, earliest (then first scheduled) first: a binary
-/// heap of [`Key`]s over a slab of the events' kinds, whose slots are
-/// reused (the most recently freed first) so that no event allocates.
-#[derive(Debug, Default)]
-pub(super) struct Calendar {
-    heap: BinaryHeap<Reverse<Key>>,
-    slots: Vec<Option<EventKind>>,
-    free: Vec<u32>,
-    next_seq: u64,
-}
-
-impl Calendar {
-    pub(super) fn push(&mut self, at: Instant, kind: EventKind) {
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        let slot = match self.free.pop() {
-            Some(s) => {
-                self.slots[s as usize] = Some(kind);
-                s
-            }
-            None => {
-                self.slots.push(Some(kind));
-                u32::try_from(self.slots.len() - 1).expect("fewer than 2^32 pending events")
-            }
-        };
-        self.heap.push(Reverse(Key { at, seq, slot }));
-    }
-
-    fn peek_time(&self) -> Option<Instant> {
-        self.heap.peek().map(|Reverse(k)| k.at)
-    }
-
-    /// Empties the slot of a key taken off the heap.
-    fn take(&mut self, k: Key) -> Option<EventKind> {
-        self.free.push(k.slot);
-        self.slots[k.slot as usize].take()
-    }
-
-    /// The earliest event if it is due by `t`.
-    fn pop_due(&mut self, t: Instant) -> Option<Event> {
-        let top = self.heap.peek_mut()?;
-        if top.0.at > t {
-            return None;
-        }
-        let k = PeekMut::pop(top).0;
-        let kind = self.take(k)?;
-        Some(Event { at: k.at, kind })
-    }
-
-    /// Drops the earliest events while `stale` says they would do nothing.
-    fn drop_stale(&mut self, mut stale: impl FnMut(&EventKind, Instant) -> bool) {
-        while let Some(&Reverse(k)) = self.heap.peek() {
-            match &self.slots[k.slot as usize] {
-                Some(kind) if stale(kind, k.at) => {}
-                _ => break,
-            }
-            self.heap.pop();
-            self.take(k);
-        }
-    }
-}
 
 impl Fabric {
     /// When the earliest pending event is due, if any.

@@ -167,7 +167,7 @@
 //!
 //! # Determinism
 //!
-//! Events sit in a binary heap keyed by (time, sequence number), so events
+//! Events sit in a calendar (a heap, `calendar.rs`) keyed by (time, sequence number), so events
 //! at the same instant run in the order they were scheduled; all randomness
 //! comes from the one seeded generator, drawn in event order; nothing reads
 //! a real clock or iterates a hash map. The same seed, topology and calls
@@ -241,6 +241,7 @@ use crate::time::Instant;
 use crate::wire::ethernet::HEADER_LEN as ETH_HEADER_LEN;
 use crate::wire::MacAddr;
 
+mod calendar;
 mod deadlock;
 mod ecn;
 mod engine;
@@ -258,7 +259,7 @@ mod tests;
 #[cfg(test)]
 mod topo_tests;
 
-use engine::Calendar;
+use calendar::Calendar;
 
 pub use deadlock::{DeadlockHop, DeadlockReport, DEFAULT_DEADLOCK_WINDOW};
 pub use ecn::{frame_ecn, EcnField, RedConfig};

@@ -67,8 +67,8 @@
 //! PFC needs a finite rate. With a short pause time and a long link, the
 //! refresh can arrive after the pause lapsed, as on real links.
 
+use super::calendar::EventKind;
 use super::deadlock::DeadlockReport;
-use super::engine::EventKind;
 use super::sched::{frame_priority, DEFAULT_DSCP_TO_PRIORITY, PRIORITIES};
 use super::{serialization_time, ChannelId, Endpoint, Fabric, SimError, SwitchId};
 #[cfg(doc)]
