@@ -9,6 +9,7 @@ use super::pfc::{is_mac_control, switch_port_mac, PfcFrame};
 use super::route::Decision;
 use super::sched::{self, frame_priority, DEFAULT_DSCP_TO_PRIORITY};
 use super::{serialization_time, ChannelId, Endpoint, Fabric, HostId, SwitchId};
+use super::{FRAME_CAPACITY, SPARE_BUFFERS};
 use crate::backend::loopback::VecBuf;
 use crate::backend::FrameBuf;
 use crate::time::{Clock, Duration, Instant};
@@ -146,6 +147,7 @@ impl Fabric {
         if let Some(cap) = c.cfg.queue_bytes.filter(|_| droppable) {
             if c.queue.bytes() + frame.len() > cap {
                 c.counters.dropped_queue += 1;
+                self.recycle(frame);
                 return false;
             }
         }
@@ -214,8 +216,13 @@ impl Fabric {
             }
             _ => None,
         };
-        let cfg = c.cfg;
-        if let Some(red) = cfg.red(p).filter(|r| r.at_dequeue) {
+        // What of the link's configuration this needs, copied out (the
+        // whole of it is hundreds of bytes).
+        let red = c.cfg.red(p).filter(|r| r.at_dequeue).copied();
+        let (rate_bps, delay) = (c.cfg.rate_bps, c.cfg.delay);
+        let (loss, corrupt, dup) = (c.cfg.loss, c.cfg.corrupt, c.cfg.dup);
+        let (reorder, reorder_delay) = (c.cfg.reorder, c.cfg.reorder_delay);
+        if let Some(red) = red {
             if red.apply(c.queue.class_bytes(p), frame.data_mut(), &mut self.rng) {
                 c.counters.ecn_marked += 1;
             }
@@ -225,7 +232,7 @@ impl Fabric {
             // as the frame leaves: the port's bytes sent before it and the
             // bytes still queued behind it.
             let hop = IntHop::stamp(
-                cfg.rate_bps,
+                rate_bps,
                 self.now.as_nanos(),
                 c.counters.tx_bytes,
                 c.queue.bytes() as u64,
@@ -238,10 +245,11 @@ impl Fabric {
         n.tx_frames += 1;
         n.tx_bytes += frame.len() as u64;
         let rng = &mut self.rng;
-        if rng.chance(cfg.loss) {
+        if rng.chance(loss) {
             n.dropped_loss += 1;
+            self.recycle(frame);
         } else {
-            if rng.chance(cfg.corrupt) && frame.len() > ETH_HEADER_LEN {
+            if rng.chance(corrupt) && frame.len() > ETH_HEADER_LEN {
                 if self.icrc_offload {
                     // The sender's NIC put the real ICRC on the wire.
                     crate::wire::frame::complete_offloaded_icrc(frame.data_mut());
@@ -252,10 +260,10 @@ impl Fabric {
                 frame.data_mut()[at] ^= 1 << bit;
                 n.corrupted += 1;
             }
-            let dup = rng.chance(cfg.dup);
-            let mut arrival = self.now + cfg.delay;
-            if rng.chance(cfg.reorder) {
-                let extra = 1 + rng.below(cfg.reorder_delay.as_nanos());
+            let dup = rng.chance(dup);
+            let mut arrival = self.now + delay;
+            if rng.chance(reorder) {
+                let extra = 1 + rng.below(reorder_delay.as_nanos());
                 arrival += Duration::from_nanos(extra);
                 n.reordered += 1;
             }
@@ -272,6 +280,15 @@ impl Fabric {
             self.switch_release(switch, port, p, len);
         }
         self.start_next(ch);
+    }
+
+    /// Keeps a dropped frame's buffer for a host's next
+    /// [`Backend::alloc`](crate::backend::Backend::alloc) (up to a bound),
+    /// as a NIC's driver returns an mbuf to its pool.
+    pub(super) fn recycle(&mut self, frame: VecBuf) {
+        if self.spare.len() < SPARE_BUFFERS && frame.capacity() >= FRAME_CAPACITY {
+            self.spare.push(frame);
+        }
     }
 
     /// A frame reaches the far end of a link direction.

@@ -709,7 +709,7 @@ pub struct Fabric {
 }
 
 /// How many used frame buffers the fabric keeps for reuse.
-const SPARE_BUFFERS: usize = 1024;
+pub(super) const SPARE_BUFFERS: usize = 1024;
 
 impl Fabric {
     /// An empty fabric at time zero whose faults all follow from `seed`.

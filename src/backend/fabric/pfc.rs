@@ -439,7 +439,7 @@ impl Fabric {
         let c = &mut self.channels[ch.index()];
         if !c.up {
             c.counters.dropped_down += 1;
-            return;
+            return self.recycle(frame);
         }
         let sw = &mut self.switches[switch.index()];
         let p = frame_priority(frame.data(), &sw.cfg.dscp_to_priority);
@@ -463,7 +463,7 @@ impl Fabric {
                 if over {
                     sw.counters.dropped_headroom += 1;
                     sw.counters.buffer_drops_by_priority[usize::from(p)] += 1;
-                    return;
+                    return self.recycle(frame);
                 }
             }
             None => {
@@ -473,7 +473,7 @@ impl Fabric {
                     if sw.buffer.used + len > cap {
                         sw.counters.dropped_shared_buffer += 1;
                         sw.counters.buffer_drops_by_priority[usize::from(p)] += 1;
-                        return;
+                        return self.recycle(frame);
                     }
                 }
             }

@@ -1,6 +1,6 @@
 //! A host of the [`Fabric`] as a [`Backend`]: [`SimPort`].
 
-use super::{Fabric, HostId, FRAME_CAPACITY, SPARE_BUFFERS};
+use super::{Fabric, HostId, FRAME_CAPACITY};
 use crate::backend::loopback::VecBuf;
 use crate::backend::{Backend, Burst, FrameBuf};
 use crate::time::{Clock, Instant};
@@ -74,11 +74,8 @@ impl Backend for SimPort<'_> {
 
     /// Keeps the buffers for [`SimPort::alloc`] (up to a bound).
     fn free_burst(&mut self, frames: &mut Burst<VecBuf>) {
-        let spare = &mut self.fabric.spare;
         for b in frames.drain(..) {
-            if spare.len() < SPARE_BUFFERS && b.capacity() >= FRAME_CAPACITY {
-                spare.push(b);
-            }
+            self.fabric.recycle(b);
         }
     }
 
