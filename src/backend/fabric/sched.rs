@@ -138,6 +138,11 @@ pub struct EgressQueue {
     rr_granted: bool,
     /// A PFC frame to send next (merged while it waits).
     control: Option<PfcFrame>,
+    /// The priorities with a frame waiting, and those PFC pauses, as masks
+    /// (bit `p` for priority `p`), kept as they change so that picking the
+    /// next frame reads no priority's queue it will not serve.
+    backlogged: u8,
+    paused_mask: u8,
 }
 
 impl EgressQueue {
@@ -194,20 +199,30 @@ impl EgressQueue {
     /// The priorities paused by PFC now, as a mask (bit `p` for priority
     /// `p`).
     pub fn paused_classes(&self) -> u8 {
-        let mut m = 0;
-        for (p, c) in self.classes.iter().enumerate() {
-            if c.pause_until.is_some() {
-                m |= 1 << p;
-            }
-        }
-        m
+        debug_assert_eq!(
+            self.paused_mask,
+            self.mask_of(|c| c.pause_until.is_some()),
+            "the paused mask follows the pauses"
+        );
+        self.paused_mask
     }
 
     /// The priorities with a frame waiting, as a mask.
     fn nonempty(&self) -> u8 {
+        debug_assert_eq!(
+            self.backlogged,
+            self.mask_of(|c| !c.frames.is_empty()),
+            "the backlog mask follows the queues"
+        );
+        self.backlogged
+    }
+
+    /// The priorities whose queue meets `test`, as a mask (what the masks
+    /// kept by the queue's changes must equal).
+    fn mask_of(&self, test: impl Fn(&ClassQueue) -> bool) -> u8 {
         let mut m = 0;
         for (p, c) in self.classes.iter().enumerate() {
-            if !c.frames.is_empty() {
+            if test(c) {
                 m |= 1 << p;
             }
         }
@@ -220,6 +235,7 @@ impl EgressQueue {
         self.frames += 1;
         c.bytes += frame.len();
         c.frames.push_back(Queued { frame, ingress });
+        self.backlogged |= 1 << p;
     }
 
     pub(super) fn set_paused(&mut self, paused: bool) {
@@ -311,6 +327,9 @@ impl EgressQueue {
             Wire::Data(p) => {
                 let c = &mut self.classes[usize::from(p)];
                 let queued = c.frames.pop_front()?;
+                if c.frames.is_empty() {
+                    self.backlogged &= !(1 << p);
+                }
                 let len = queued.frame.len();
                 c.bytes -= len;
                 c.last_dequeue = now;
@@ -346,6 +365,9 @@ impl EgressQueue {
                 }
             }
             c.deficit = 0;
+            if c.frames.is_empty() {
+                self.backlogged &= !(1 << p);
+            }
         }
         dropped
     }
@@ -357,6 +379,7 @@ impl EgressQueue {
             c.paused_since = now;
         }
         c.pause_until = Some(until);
+        self.paused_mask |= 1 << p;
     }
 
     /// Resumes priority `p`; returns how long the pause that ends lasted
@@ -364,6 +387,7 @@ impl EgressQueue {
     pub(super) fn resume_class(&mut self, p: u8, now: Instant) -> Option<Duration> {
         let c = &mut self.classes[usize::from(p)];
         c.pause_until.take()?;
+        self.paused_mask &= !(1 << p);
         Some(now.saturating_since(c.paused_since))
     }
 
