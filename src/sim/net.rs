@@ -143,6 +143,15 @@ impl SimNet {
     /// The next instant anything happens (a frame event or a device
     /// timer), for a driver of [`SimNet::pump_active`].
     pub fn next_time_active(&mut self) -> Option<Instant> {
+        let dev = self.next_timer_active();
+        match (self.fabric.next_event(), dev) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The earliest device timer, for a driver of [`SimNet::pump_active`].
+    pub fn next_timer_active(&mut self) -> Option<Instant> {
         let timer_of = &self.timer_of;
         self.timers.prune(
             |h| timer_of[h],
@@ -154,11 +163,7 @@ impl SimNet {
                     .filter_map(|(h, t)| t.map(|t| (h, t)))
             },
         );
-        let dev = self.timers.next();
-        match (self.fabric.next_event(), dev) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        self.timers.next()
     }
 
     /// Adds a host with a device of this MAC and IP; returns its index. A
@@ -290,6 +295,25 @@ impl SimNet {
             *same_instant = 0;
         }
         self.fabric.advance_to(t.max(now));
+        true
+    }
+
+    /// [`SimNet::advance_towards`] `t`, then on through the fabric's next
+    /// instants up to `quiet_until` (included) for as long as they wake no
+    /// host and find no deadlock. A driver that would do nothing between
+    /// those instants (no host to pump, none of its own deadlines before
+    /// `quiet_until`) reaches the same state with fewer steps.
+    pub fn advance_quietly(
+        &mut self,
+        t: Instant,
+        quiet_until: Instant,
+        same_instant: &mut u64,
+        limit: u64,
+    ) -> bool {
+        if !self.advance_towards(t, same_instant, limit) {
+            return false;
+        }
+        self.fabric.advance_while_quiet(quiet_until);
         true
     }
 

@@ -45,6 +45,20 @@ impl Fabric {
         self.events = events;
     }
 
+    /// Processes the pending events instant by instant, as
+    /// [`Fabric::advance_to`] each next event's time, up to `bound`
+    /// (included), and stops after the first instant that wakes a host
+    /// ([`Fabric::take_woken`]) or finds a PFC deadlock. Does nothing if a
+    /// host is already woken.
+    pub fn advance_while_quiet(&mut self, bound: Instant) {
+        while self.woken.is_empty() && self.deadlocks().is_empty() {
+            match self.next_event() {
+                Some(t) if t <= bound => self.advance_to(t),
+                _ => break,
+            }
+        }
+    }
+
     /// Moves into `out` the hosts that something happened to since the
     /// last call, each once, in the order it first happened: a frame
     /// arrived in its inbox, or one left its link (so its NIC's ring has

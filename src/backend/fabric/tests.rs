@@ -383,6 +383,43 @@ fn a_tiny_queue_drops_at_the_tail() {
 }
 
 #[test]
+fn advancing_while_quiet_stops_at_the_first_instant_that_wakes_a_host_or_at_the_bound() {
+    let mut fabric = Fabric::new(1);
+    let sw = fabric.add_switch();
+    let h: Vec<HostId> = (1..=2).map(|i| fabric.add_host(mac(i))).collect();
+    for &x in &h {
+        fabric.connect_to_switch(x, sw, slow()).unwrap();
+    }
+    let mut woken = Vec::new();
+    fabric.take_woken(&mut woken);
+    woken.clear();
+    // Serialised at 1000 ns (host 1's ring has room: woken), at the switch
+    // at 2000, serialised again at 3000, at host 2 at 4000 (woken).
+    send(&mut fabric, h[0], vec![frame(mac(2), mac(1), 1000, 7)]);
+    let far = Instant::from_nanos(10_000);
+    fabric.advance_while_quiet(far);
+    assert_eq!(fabric.now(), Instant::from_nanos(1_000));
+    fabric.take_woken(&mut woken);
+    assert_eq!(woken, vec![h[0]]);
+    woken.clear();
+    // The switch's instants wake nobody; the bound stops the run.
+    fabric.advance_while_quiet(Instant::from_nanos(2_500));
+    assert_eq!(fabric.now(), Instant::from_nanos(2_000));
+    fabric.take_woken(&mut woken);
+    assert!(woken.is_empty());
+    fabric.advance_while_quiet(far);
+    assert_eq!(fabric.now(), Instant::from_nanos(4_000));
+    fabric.take_woken(&mut woken);
+    assert_eq!(woken, vec![h[1]]);
+    let got: Vec<u32> = recv(&mut fabric, h[1])
+        .iter()
+        .map(|f| tag(f.data()))
+        .collect();
+    assert_eq!(got, vec![7]);
+    assert!(fabric.next_event().is_none());
+}
+
+#[test]
 fn a_switch_forwards_by_mac_floods_broadcasts_and_drops_unknowns() {
     let mut fabric = Fabric::new(1);
     let sw = fabric.add_switch();

@@ -1163,10 +1163,15 @@ impl<'a> LabRun<'a> {
                 drained = true;
                 break;
             }
+            // The next instant anything happens, and the earliest that is
+            // not the fabric's own: until then the fabric may go on alone
+            // while it wakes no host.
             let mut next = self.net.next_time_active();
+            let mut quiet_until = self.net.next_timer_active().unwrap_or(limit).min(limit);
             let mut consider = |t: Option<Instant>| {
                 if let Some(t) = t.filter(|&t| t > now) {
                     next = Some(next.map_or(t, |n: Instant| n.min(t)));
+                    quiet_until = quiet_until.min(t);
                 }
             };
             consider(next_start);
@@ -1185,7 +1190,10 @@ impl<'a> LabRun<'a> {
                 stopped = Some("drain limit reached".to_string());
                 break;
             }
-            if !self.net.advance_towards(t, &mut same_instant, 1_000_000) {
+            if !self
+                .net
+                .advance_quietly(t, quiet_until, &mut same_instant, 1_000_000)
+            {
                 stopped = Some(format!(
                     "time does not advance at {}",
                     Duration::from_nanos(now.as_nanos())
