@@ -382,14 +382,20 @@ fn a_tiny_queue_drops_at_the_tail() {
     assert_eq!((c.tx_frames, c.dropped_queue, c.rx_frames), (3, 4, 3));
 }
 
-#[test]
-fn advancing_while_quiet_stops_at_the_first_instant_that_wakes_a_host_or_at_the_bound() {
+/// Hosts with MACs 1..=n, each on its own `slow()` link to one switch.
+fn star(n: u8) -> (Fabric, SwitchId, Vec<HostId>) {
     let mut fabric = Fabric::new(1);
     let sw = fabric.add_switch();
-    let h: Vec<HostId> = (1..=2).map(|i| fabric.add_host(mac(i))).collect();
+    let h: Vec<HostId> = (1..=n).map(|i| fabric.add_host(mac(i))).collect();
     for &x in &h {
         fabric.connect_to_switch(x, sw, slow()).unwrap();
     }
+    (fabric, sw, h)
+}
+
+#[test]
+fn advancing_while_quiet_stops_at_the_first_instant_that_wakes_a_host_or_at_the_bound() {
+    let (mut fabric, _, h) = star(2);
     let mut woken = Vec::new();
     fabric.take_woken(&mut woken);
     woken.clear();
@@ -421,12 +427,7 @@ fn advancing_while_quiet_stops_at_the_first_instant_that_wakes_a_host_or_at_the_
 
 #[test]
 fn a_switch_forwards_by_mac_floods_broadcasts_and_drops_unknowns() {
-    let mut fabric = Fabric::new(1);
-    let sw = fabric.add_switch();
-    let h: Vec<HostId> = (1..=3).map(|i| fabric.add_host(mac(i))).collect();
-    for &x in &h {
-        fabric.connect_to_switch(x, sw, slow()).unwrap();
-    }
+    let (mut fabric, sw, h) = star(3);
     // Two hops of 1000 ns serialisation + 1000 ns delay each.
     send(&mut fabric, h[0], vec![frame(mac(2), mac(1), 1000, 1)]);
     send(&mut fabric, h[1], vec![frame(mac(1), mac(2), 1000, 2)]);
