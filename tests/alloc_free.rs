@@ -4,18 +4,19 @@
 //! wired back to back in virtual time: after a warm-up, thousands of
 //! posts, frames, acknowledgements and completions of each kind (64 B and
 //! 4 KiB WRITEs, SENDs into reposted receives, READs) must not allocate
-//! once. The first test moves frames from one device straight into the
-//! other; the second through the engine's pump and a loopback backend
+//! once. The loads run twice: with frames moved from one device straight
+//! into the other, then through the engine's pump and a loopback backend
 //! (its bursts, frame buffers from the backend's pool, its queues), as a
 //! host's poll loop moves them. (The engine's memory per QP is measured
 //! by `ferroce bench e2e`'s QP sweep.)
 //!
-//! The tests share the process's allocation counters, so they take turns
-//! (`SERIAL`).
+//! The counters are the whole process's, so this file runs without the
+//! test harness (`harness = false`), on its main thread alone: the
+//! harness's own thread, starting a test or reporting one's end,
+//! allocated now and then inside a count.
 
 use core::net::IpAddr;
 use std::alloc::System;
-use std::sync::Mutex;
 
 use ferroce::backend::loopback::{self, LoopbackPort, VecBuf};
 use ferroce::backend::Burst;
@@ -28,8 +29,6 @@ use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
 
 #[global_allocator]
 static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
-
-static SERIAL: Mutex<()> = Mutex::new(());
 
 const MAC_A: MacAddr = MacAddr([2, 0, 0, 0, 0, 1]);
 const MAC_B: MacAddr = MacAddr([2, 0, 0, 0, 0, 2]);
@@ -296,22 +295,22 @@ fn counter_is_live() {
 /// Posting, sending, receiving, acknowledging and completing allocate
 /// nothing once the queues have reached their working size: for 64 B
 /// WRITEs (one packet each), 4 KiB WRITEs (four packets at MTU 1024),
-/// 64 B SENDs into receives posted as they go, and 64 B READs.
-#[test]
-fn the_datapath_allocates_nothing_in_steady_state() {
-    let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    counter_is_live();
-    let (mut a, mut b) = pair(4, QpCaps::default());
-    no_allocation_in(&mut load(&mut a, &mut b, None), "devices");
+/// 64 B SENDs into receives posted as they go, and 64 B READs. First with
+/// frames passed from device to device; then through the engine's pump
+/// and a backend (the loopback, with its buffer pool, as DPDK's mbufs come
+/// from a mempool), whose receive bursts, transmit bursts, frame buffers
+/// and queues allocate nothing either.
+fn main() {
+    the_datapath_and_the_pump_allocate_nothing_in_steady_state();
+    println!("alloc_free: ok");
 }
 
-/// The same through the engine's pump and a backend (the loopback, with
-/// its buffer pool, as DPDK's mbufs come from a mempool): receive bursts,
-/// transmit bursts, frame buffers and queues allocate nothing either.
-#[test]
-fn the_pump_over_a_backend_allocates_nothing_in_steady_state() {
-    let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+fn the_datapath_and_the_pump_allocate_nothing_in_steady_state() {
     counter_is_live();
+    {
+        let (mut a, mut b) = pair(4, QpCaps::default());
+        no_allocation_in(&mut load(&mut a, &mut b, None), "devices");
+    }
     let (mut a, mut b) = pair(4, QpCaps::default());
     let ports = Some(Ports::new());
     no_allocation_in(&mut load(&mut a, &mut b, ports), "pump");
