@@ -1166,8 +1166,9 @@ impl<'a> LabRun<'a> {
             // The next instant anything happens, and the earliest that is
             // not the fabric's own: until then the fabric may go on alone
             // while it wakes no host.
-            let mut next = self.net.next_time_active();
-            let mut quiet_until = self.net.next_timer_active().unwrap_or(limit).min(limit);
+            let timer = self.net.next_timer_active();
+            let mut next = self.net.fabric.next_event().into_iter().chain(timer).min();
+            let mut quiet_until = timer.unwrap_or(limit).min(limit);
             let mut consider = |t: Option<Instant>| {
                 if let Some(t) = t.filter(|&t| t > now) {
                     next = Some(next.map_or(t, |n: Instant| n.min(t)));
