@@ -167,11 +167,11 @@
 //!
 //! # Determinism
 //!
-//! Events sit in a calendar (a heap, `calendar.rs`) keyed by (time, sequence number), so events
-//! at the same instant run in the order they were scheduled; all randomness
-//! comes from the one seeded generator, drawn in event order; nothing reads
-//! a real clock or iterates a hash map. The same seed, topology and calls
-//! give the same run, bit for bit.
+//! Events sit in a calendar (a heap, `calendar.rs`) keyed by (time,
+//! sequence number), so events at the same instant run in the order they
+//! were scheduled; all randomness comes from the one seeded generator,
+//! drawn in event order; nothing reads a real clock or iterates a hash
+//! map. The same seed, topology and calls give the same run, bit for bit.
 //!
 //! # ECN marking
 //!
