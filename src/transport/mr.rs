@@ -151,6 +151,30 @@ impl RegionMemory for Vec<u8> {
     }
 }
 
+/// Bytes several devices register as one region each, as one process
+/// registers the same buffer with two NICs: every device reads the one
+/// copy, and a device that writes to its region first gets a copy of its
+/// own (`Arc::make_mut`), so no device ever sees another's writes. The
+/// simulator's hosts share their send buffers this way.
+#[derive(Debug, Clone)]
+pub struct SharedMemory(std::sync::Arc<Vec<u8>>);
+
+impl SharedMemory {
+    /// `len` zero bytes.
+    pub fn zeroed(len: usize) -> SharedMemory {
+        SharedMemory(std::sync::Arc::new(vec![0; len]))
+    }
+}
+
+impl RegionMemory for SharedMemory {
+    fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        std::sync::Arc::make_mut(&mut self.0).as_mut_slice()
+    }
+}
+
 #[derive(Debug)]
 struct Mr {
     pd: PdId,
@@ -607,6 +631,45 @@ mod tests {
             })
             .unwrap();
         (t, pd, k)
+    }
+
+    #[test]
+    fn shared_memory_is_read_by_every_table_and_copied_by_the_first_writer() {
+        let mem = SharedMemory::zeroed(64);
+        let spec = |pd| MrSpec {
+            pd,
+            len: 0,
+            access: Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+            addr: Some(0x1000),
+            key: Some(0x77),
+        };
+        let (mut a, mut b) = (MrTable::new(), MrTable::new());
+        let (pa, pb) = (a.alloc_pd(), b.alloc_pd());
+        let ka = a.register_memory(spec(pa), Box::new(mem.clone())).unwrap();
+        let kb = b.register_memory(spec(pb), Box::new(mem.clone())).unwrap();
+        assert_eq!(ka.len, 64, "the length is the memory's");
+        // Both read the one copy.
+        assert!(std::ptr::eq(
+            a.bytes(ka.lkey).unwrap(),
+            b.bytes(kb.lkey).unwrap()
+        ));
+        a.bytes_mut(ka.lkey).unwrap()[3] = 9;
+        assert_eq!(a.bytes(ka.lkey).unwrap()[3], 9);
+        assert_eq!(b.bytes(kb.lkey).unwrap()[3], 0, "b never sees a's write");
+        assert_eq!(mem.bytes()[3], 0);
+        let mut out = [1u8; 8];
+        b.gather(
+            pb,
+            &[Sge {
+                addr: 0x1000,
+                length: 8,
+                lkey: kb.lkey,
+            }],
+            0,
+            &mut out,
+        )
+        .unwrap();
+        assert_eq!(out, [0; 8]);
     }
 
     #[test]

@@ -52,6 +52,7 @@ use crate::sim::net::SimNet;
 use crate::sim::stats::{jain_index, percentile};
 use crate::time::{Duration, Instant};
 use crate::transport::connect::ConnectParams;
+use crate::transport::mr::SharedMemory;
 use crate::transport::{
     Access, CqId, DeviceConfig, MrKeys, MrSpec, Offload, Payload, QpCaps, QpCounters, SendOp,
     SendWr, Sge, Wc, WcStatus,
@@ -635,21 +636,26 @@ fn set_routes(net: &mut SimNet, r: &Resolved, switch_of: &[SwitchId]) -> Result<
 /// destination regions of `msg` bytes its flows use.
 fn host_resources(net: &mut SimNet, msg: usize) -> Result<Vec<HostRes>, RunError> {
     let mut res = Vec::new();
+    // One send buffer for every host: the payloads are all zeros, and
+    // one copy of them stays in the cache where hundreds would not.
+    let send_buf = SharedMemory::zeroed(msg);
     for h in net.hosts.iter_mut() {
         let d = &mut h.dev;
         let pd = d.alloc_pd();
         let cq = d.create_cq(1 << 20).map_err(transport_err)?;
-        let mut reg = |access| {
-            d.reg_mr(MrSpec {
-                pd,
-                len: msg,
-                access,
-                addr: None,
-                key: None,
-            })
+        let spec = |access| MrSpec {
+            pd,
+            len: msg,
+            access,
+            addr: None,
+            key: None,
         };
-        let src = reg(Access::LOCAL_WRITE).map_err(transport_err)?;
-        let dst = reg(Access::LOCAL_WRITE | Access::REMOTE_WRITE).map_err(transport_err)?;
+        let src = d
+            .reg_mr_memory(spec(Access::LOCAL_WRITE), Box::new(send_buf.clone()))
+            .map_err(transport_err)?;
+        let dst = d
+            .reg_mr(spec(Access::LOCAL_WRITE | Access::REMOTE_WRITE))
+            .map_err(transport_err)?;
         res.push(HostRes { pd, cq, src, dst });
     }
     Ok(res)
