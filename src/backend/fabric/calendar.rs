@@ -42,7 +42,7 @@ pub(super) struct Event {
     pub(super) kind: EventKind,
 }
 
-/// Bits of [`Key::tag`] below the sequence number: the slot, and above it
+/// Bits of a key's tag ([`Key::new`]) below the sequence number: the slot, and above it
 /// one bit saying the event is a PFC timer.
 const SLOT_BITS: u32 = 23;
 const TIMER_BIT: u64 = 1 << SLOT_BITS;
@@ -51,25 +51,35 @@ const SEQ_SHIFT: u32 = SLOT_BITS + 1;
 /// events from 0, in their order ([`Calendar::renumber`]).
 const SEQ_LIMIT: u64 = 1 << (64 - SEQ_SHIFT);
 const MAX_SLOTS: usize = 1 << SLOT_BITS;
-/// The timer bit and the slot of [`Key::tag`].
+/// The timer bit and the slot of a key's tag.
 const LOW_MASK: u64 = (1 << SEQ_SHIFT) - 1;
 
-/// An event's place in the heap: its time, then its sequence number,
-/// timer bit and slot packed so that comparing the pair orders events by
-/// (time, sequence number): the sequence number is unique.
+/// An event's place in the heap: its time in the high 64 bits, then its
+/// sequence number, timer bit and slot packed so that comparing keys as
+/// integers orders events by (time, sequence number) (the sequence
+/// number is unique), without a branch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-struct Key {
-    at: Instant,
-    tag: u64,
-}
+struct Key(u128);
 
 impl Key {
+    fn new(at: Instant, tag: u64) -> Key {
+        Key(u128::from(at.as_nanos()) << 64 | u128::from(tag))
+    }
+
+    fn at(self) -> Instant {
+        Instant::from_nanos((self.0 >> 64) as u64)
+    }
+
+    fn tag(self) -> u64 {
+        self.0 as u64
+    }
+
     fn slot(self) -> usize {
-        (self.tag & (TIMER_BIT - 1)) as usize
+        (self.tag() & (TIMER_BIT - 1)) as usize
     }
 
     fn is_timer(self) -> bool {
-        self.tag & TIMER_BIT != 0
+        self.tag() & TIMER_BIT != 0
     }
 }
 
@@ -114,26 +124,23 @@ impl Calendar {
                 (self.slots.len() - 1) as u64
             }
         };
-        self.sift_up(Key {
-            at,
-            tag: seq << SEQ_SHIFT | timer | slot,
-        });
+        self.sift_up(Key::new(at, seq << SEQ_SHIFT | timer | slot));
     }
 
     /// When the earliest pending event is due.
     pub(super) fn peek_time(&self) -> Option<Instant> {
-        self.heap.first().map(|k| k.at)
+        self.heap.first().map(|k| k.at())
     }
 
     /// The earliest event if it is due by `t`.
     pub(super) fn pop_due(&mut self, t: Instant) -> Option<Event> {
         let top = *self.heap.first()?;
-        if top.at > t {
+        if top.at() > t {
             return None;
         }
         self.remove_top();
         let kind = self.take(top)?;
-        Some(Event { at: top.at, kind })
+        Some(Event { at: top.at(), kind })
     }
 
     /// Drops the earliest events while they are PFC timers that `stale`
@@ -144,7 +151,7 @@ impl Calendar {
                 break;
             }
             match &self.slots[k.slot()] {
-                Some(kind) if stale(kind, k.at) => {}
+                Some(kind) if stale(kind, k.at()) => {}
                 _ => break,
             }
             self.remove_top();
@@ -190,15 +197,18 @@ impl Calendar {
                 break;
             }
             let mut min = first;
+            let mut min_key = self.heap[first];
             for c in first + 1..(first + ARITY).min(n) {
-                if self.heap[c] < self.heap[min] {
+                let k = self.heap[c];
+                if k < min_key {
                     min = c;
+                    min_key = k;
                 }
             }
-            if self.heap[min] >= last {
+            if min_key >= last {
                 break;
             }
-            self.heap[i] = self.heap[min];
+            self.heap[i] = min_key;
             i = min;
         }
         self.heap[i] = last;
@@ -209,7 +219,7 @@ impl Calendar {
     fn renumber(&mut self) {
         self.heap.sort_unstable();
         for (seq, k) in self.heap.iter_mut().enumerate() {
-            k.tag = (seq as u64) << SEQ_SHIFT | (k.tag & LOW_MASK);
+            *k = Key::new(k.at(), (seq as u64) << SEQ_SHIFT | (k.tag() & LOW_MASK));
         }
         // A sorted array is a heap.
         self.next_seq = self.heap.len() as u64;
