@@ -195,6 +195,34 @@ fn a_switch_stamps_requests_and_the_responder_echoes_the_hops() {
 }
 
 #[test]
+fn switches_told_not_to_stamp_leave_the_trailers_as_the_hosts_sent_them() {
+    let (mut net, e) = two_hosts(CcConfig::from_name("hpcc").unwrap());
+    net.fabric.set_int_stamping(false);
+    connect(&mut net, &e, true, true).unwrap();
+    let dir = tempdir();
+    let file = dir.join("unstamped.pcap");
+    let w = pcap::create(&file, pcap::Precision::Nano).unwrap();
+    let h1 = net.hosts[1].host;
+    net.fabric.capture(h1, w).unwrap();
+    write(&mut net, &e);
+    net.fabric.end_capture(h1).unwrap();
+    let mut r = pcap::Reader::new(std::fs::File::open(&file).unwrap()).unwrap();
+    let mut requests = 0;
+    while let Some(rec) = r.next_record().unwrap() {
+        let at = int::trailer_offset(rec.data).unwrap();
+        if let Some(Trailer::Collect(s)) = Trailer::parse(&rec.data[at..]) {
+            assert_eq!(s.n, 0, "no switch stamped its hop");
+            requests += 1;
+        }
+    }
+    assert_eq!(
+        requests,
+        LEN / 4096,
+        "the requests still carry their trailer"
+    );
+}
+
+#[test]
 fn a_peer_that_did_not_agree_ignores_the_trailer_and_the_asker_counts_it() {
     let (mut net, e) = two_hosts(CcConfig::None);
     connect(&mut net, &e, true, false).unwrap();

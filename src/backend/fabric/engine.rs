@@ -241,7 +241,7 @@ impl Fabric {
                 c.counters.ecn_marked += 1;
             }
         }
-        if release.is_some() {
+        if release.is_some() && self.int_stamping {
             // A switch stamps its hop into an INT trailer (crate::wire::int)
             // as the frame leaves: the port's bytes sent before it and the
             // bytes still queued behind it.

@@ -21,6 +21,9 @@
 //! a frame that carries ferroce's INT trailer after its IP packet
 //! ([`crate::wire::int`]), as the frame leaves, as HPCC's switches do
 //! (Li et al., SIGCOMM 2019, §3.2); frames without one are untouched.
+//! A fabric whose hosts never ask for INT may turn that off
+//! ([`Fabric::set_int_stamping`]): its switches then read no frame as it
+//! leaves (one look less at a header that waited in a queue, per hop).
 //!
 //! # Call order
 //!
@@ -706,6 +709,8 @@ pub struct Fabric {
     spare: Vec<VecBuf>,
     /// The NICs compute the ICRC ([`Fabric::set_icrc_offload`]).
     icrc_offload: bool,
+    /// The switches stamp INT trailers ([`Fabric::set_int_stamping`]).
+    int_stamping: bool,
 }
 
 /// How many used frame buffers the fabric keeps for reuse.
@@ -727,7 +732,16 @@ impl Fabric {
             spare: Vec::new(),
             woken: Vec::new(),
             icrc_offload: false,
+            int_stamping: true,
         }
+    }
+
+    /// Whether the switches stamp their hop into frames that carry an INT
+    /// trailer (see the module docs); on by default. Off, a switch reads
+    /// no frame as it leaves: for a fabric whose hosts never ask for INT,
+    /// where it would find none.
+    pub fn set_int_stamping(&mut self, on: bool) {
+        self.int_stamping = on;
     }
 
     /// Whether the hosts' NICs compute the ICRC of RoCE v2 frames their

@@ -696,6 +696,8 @@ impl<'a> LabRun<'a> {
     pub fn new(r: &'a Resolved, flows: Vec<FlowSpec>, seed: u64) -> Result<LabRun<'a>, RunError> {
         let topo = &r.topology;
         let mut net = SimNet::new(seed);
+        // Only a rate control that reads INT has its QPs ask for it.
+        net.fabric.set_int_stamping(r.transport.cc.needs_int());
         add_hosts(&mut net, r)?;
         let (switch_of, links) = add_switches_and_links(&mut net, r)?;
         let (ports, channels) = egress_ports(&net, topo, &switch_of);
