@@ -475,7 +475,17 @@ impl RateController for DcqcnCx {
     fn advance(&mut self, now: Instant) {
         while let Some((at, timer)) = self.due(now) {
             match timer {
-                Timer::Alpha => self.update_alpha(at),
+                Timer::Alpha => {
+                    // α periods come every few microseconds and change
+                    // nothing else: run all of them due before the next
+                    // other timer (α first at a tie, as in `due`) here.
+                    let others = self.next_rate_change().unwrap_or(now);
+                    let until = now.min(others);
+                    self.update_alpha(at);
+                    while let Some(t) = self.next_alpha.filter(|&t| t <= until) {
+                        self.update_alpha(t);
+                    }
+                }
                 Timer::DeferredCut => self.cut(at),
                 Timer::Increase => {
                     self.next_increase = Some(at + micros(self.p.rpg_time_reset));
