@@ -143,6 +143,12 @@ impl Calendar {
         Some(Event { at: top.at(), kind })
     }
 
+    /// Whether the earliest event is a PFC timer (which
+    /// [`Calendar::drop_stale`] may drop).
+    pub(super) fn timer_on_top(&self) -> bool {
+        self.heap.first().is_some_and(|k| k.is_timer())
+    }
+
     /// Drops the earliest events while they are PFC timers that `stale`
     /// says would do nothing.
     pub(super) fn drop_stale(&mut self, mut stale: impl FnMut(&EventKind, Instant) -> bool) {

@@ -40,9 +40,11 @@ impl Fabric {
         }
         self.now = self.now.max(t);
         // An overtaken PFC timer is never the next event.
-        let mut events = std::mem::take(&mut self.events);
-        events.drop_stale(|kind, at| self.timer_is_stale(kind, at));
-        self.events = events;
+        if self.events.timer_on_top() {
+            let mut events = std::mem::take(&mut self.events);
+            events.drop_stale(|kind, at| self.timer_is_stale(kind, at));
+            self.events = events;
+        }
     }
 
     /// Processes the pending events instant by instant, as
