@@ -473,6 +473,11 @@ impl DcqcnCx {
 
 impl RateController for DcqcnCx {
     fn advance(&mut self, now: Instant) {
+        // Most calls (one or two a packet sent) find nothing due.
+        let pending = |t: Option<Instant>| t.is_some_and(|t| t <= now);
+        if !self.cut_deferred && !pending(self.next_alpha) && !pending(self.next_increase) {
+            return;
+        }
         while let Some((at, timer)) = self.due(now) {
             match timer {
                 Timer::Alpha => {
