@@ -121,17 +121,23 @@ fn write(net: &mut SimNet, e: &[End; 2]) {
     assert!(src == dst, "the data arrived intact");
 }
 
+/// Connects both ends agreeing to INT and runs [`write`] with host 1's
+/// frames captured into `file`; the frames captured.
+fn captured_write(net: &mut SimNet, e: &[End; 2], file: &std::path::Path) -> u64 {
+    connect(net, e, true, true).unwrap();
+    let w = pcap::create(file, pcap::Precision::Nano).unwrap();
+    let h1 = net.hosts[1].host;
+    net.fabric.capture(h1, w).unwrap();
+    write(net, e);
+    net.fabric.end_capture(h1).unwrap()
+}
+
 #[test]
 fn a_switch_stamps_requests_and_the_responder_echoes_the_hops() {
     let (mut net, e) = two_hosts(CcConfig::from_name("hpcc").unwrap());
-    connect(&mut net, &e, true, true).unwrap();
     let dir = tempdir();
     let file = dir.join("int.pcap");
-    let w = pcap::create(&file, pcap::Precision::Nano).unwrap();
-    let h1 = net.hosts[1].host;
-    net.fabric.capture(h1, w).unwrap();
-    write(&mut net, &e);
-    let frames = net.fabric.end_capture(h1).unwrap();
+    let frames = captured_write(&mut net, &e, &file);
     assert!(frames > 64, "{frames}");
 
     let rx = *net.hosts[1].dev.qp_counters(e[1].qp).unwrap();
@@ -198,14 +204,8 @@ fn a_switch_stamps_requests_and_the_responder_echoes_the_hops() {
 fn switches_told_not_to_stamp_leave_the_trailers_as_the_hosts_sent_them() {
     let (mut net, e) = two_hosts(CcConfig::from_name("hpcc").unwrap());
     net.fabric.set_int_stamping(false);
-    connect(&mut net, &e, true, true).unwrap();
-    let dir = tempdir();
-    let file = dir.join("unstamped.pcap");
-    let w = pcap::create(&file, pcap::Precision::Nano).unwrap();
-    let h1 = net.hosts[1].host;
-    net.fabric.capture(h1, w).unwrap();
-    write(&mut net, &e);
-    net.fabric.end_capture(h1).unwrap();
+    let file = tempdir().join("unstamped.pcap");
+    captured_write(&mut net, &e, &file);
     let mut r = pcap::Reader::new(std::fs::File::open(&file).unwrap()).unwrap();
     let mut requests = 0;
     while let Some(rec) = r.next_record().unwrap() {

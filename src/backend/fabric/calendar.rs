@@ -42,8 +42,8 @@ pub(super) struct Event {
     pub(super) kind: EventKind,
 }
 
-/// Bits of a key's tag ([`Key::new`]) below the sequence number: the slot, and above it
-/// one bit saying the event is a PFC timer.
+/// Bits of a key's tag ([`Key::new`]) below the sequence number: the
+/// slot, and above it one bit saying the event is a PFC timer.
 const SLOT_BITS: u32 = 23;
 const TIMER_BIT: u64 = 1 << SLOT_BITS;
 const SEQ_SHIFT: u32 = SLOT_BITS + 1;
