@@ -331,6 +331,12 @@ impl DcqcnCx {
 
     /// The earliest timer due by `now`, and when it is due.
     fn due(&self, now: Instant) -> Option<(Instant, Timer)> {
+        // Most calls (one or two a packet sent) find nothing due: say so
+        // before working out when a deferred cut is.
+        let pending = |t: Option<Instant>| t.is_some_and(|t| t <= now);
+        if !self.cut_deferred && !pending(self.next_alpha) && !pending(self.next_increase) {
+            return None;
+        }
         let deferred_cut = match (self.cut_deferred, self.last_cut) {
             (true, Some(c)) => Some(self.period_end(c)),
             _ => None,
@@ -473,11 +479,6 @@ impl DcqcnCx {
 
 impl RateController for DcqcnCx {
     fn advance(&mut self, now: Instant) {
-        // Most calls (one or two a packet sent) find nothing due.
-        let pending = |t: Option<Instant>| t.is_some_and(|t| t <= now);
-        if !self.cut_deferred && !pending(self.next_alpha) && !pending(self.next_increase) {
-            return;
-        }
         while let Some((at, timer)) = self.due(now) {
             match timer {
                 Timer::Alpha => {
