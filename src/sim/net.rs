@@ -3,6 +3,7 @@
 
 use crate::backend::fabric::{Fabric, HostId, Link, LinkConfig, SimError, SwitchId};
 use crate::backend::Burst;
+use crate::cc::earlier;
 use crate::host::pump::pump_with;
 use crate::time::{DeadlineHeap, Duration, Instant};
 use crate::transport::connect::{connect_qp, ConnectParams};
@@ -144,10 +145,7 @@ impl SimNet {
     /// timer), for a driver of [`SimNet::pump_active`].
     pub fn next_time_active(&mut self) -> Option<Instant> {
         let dev = self.next_timer_active();
-        match (self.fabric.next_event(), dev) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        earlier(self.fabric.next_event(), dev)
     }
 
     /// The earliest device timer, for a driver of [`SimNet::pump_active`].
@@ -320,10 +318,7 @@ impl SimNet {
     /// The next instant anything happens: a frame event or a device timer.
     pub fn next_time(&self) -> Option<Instant> {
         let dev = self.hosts.iter().filter_map(|h| h.dev.poll_timeout()).min();
-        match (self.fabric.next_event(), dev) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        earlier(self.fabric.next_event(), dev)
     }
 
     /// Runs until `done` holds (checked after every step), nothing is left

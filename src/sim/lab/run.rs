@@ -47,6 +47,7 @@ use crate::backend::fabric::{
     self as fabric, ChannelId, Link, LinkConfig, PfcConfig as SimPfc, SimError,
     SwitchConfig as SimSwitch, SwitchId,
 };
+use crate::cc::earlier;
 use crate::host::pump::MAX_FRAME;
 use crate::sim::net::SimNet;
 use crate::sim::stats::{jain_index, percentile};
@@ -1175,7 +1176,7 @@ impl<'a> LabRun<'a> {
             // not the fabric's own: until then the fabric may go on alone
             // while it wakes no host.
             let timer = self.net.next_timer_active();
-            let mut next = self.net.fabric.next_event().into_iter().chain(timer).min();
+            let mut next = earlier(self.net.fabric.next_event(), timer);
             let mut quiet_until = timer.unwrap_or(limit).min(limit);
             let mut consider = |t: Option<Instant>| {
                 if let Some(t) = t.filter(|&t| t > now) {
