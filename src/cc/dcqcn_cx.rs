@@ -337,18 +337,22 @@ impl DcqcnCx {
         if !self.cut_deferred && !pending(self.next_alpha) && !pending(self.next_increase) {
             return None;
         }
-        let deferred_cut = match (self.cut_deferred, self.last_cut) {
-            (true, Some(c)) => Some(self.period_end(c)),
-            _ => None,
-        };
         earliest_due(
             now,
             [
                 (self.next_alpha, Timer::Alpha),
-                (deferred_cut, Timer::DeferredCut),
+                (self.deferred_cut_at(), Timer::DeferredCut),
                 (self.next_increase, Timer::Increase),
             ],
         )
+    }
+
+    /// When a cut held back to the end of its period is due.
+    fn deferred_cut_at(&self) -> Option<Instant> {
+        match (self.cut_deferred, self.last_cut) {
+            (true, Some(c)) => Some(self.period_end(c)),
+            _ => None,
+        }
     }
 
     /// The first CNP of a rate limiter: α starts at `initial_alpha_value`
@@ -485,8 +489,7 @@ impl RateController for DcqcnCx {
                     // α periods come every few microseconds and change
                     // nothing else: run all of them due before the next
                     // other timer (α first at a tie, as in `due`) here.
-                    let others = self.next_rate_change().unwrap_or(now);
-                    let until = now.min(others);
+                    let until = self.next_rate_change().map_or(now, |t| t.min(now));
                     self.update_alpha(at);
                     while let Some(t) = self.next_alpha.filter(|&t| t <= until) {
                         self.update_alpha(t);
@@ -532,11 +535,7 @@ impl RateController for DcqcnCx {
     }
 
     fn next_rate_change(&self) -> Option<Instant> {
-        let deferred_cut = match (self.cut_deferred, self.last_cut) {
-            (true, Some(c)) => Some(self.period_end(c)),
-            _ => None,
-        };
-        earlier(deferred_cut, self.next_increase)
+        earlier(self.deferred_cut_at(), self.next_increase)
     }
 
     fn state(&self) -> CcState {
