@@ -326,6 +326,9 @@ pub struct Frame<'a> {
     pub pad: u8,
     /// The ICRC as carried (its 4 bytes read least-significant first).
     pub icrc: u32,
+    /// A frame received in parts ([`Frame::parse_parts`]): its pad bytes,
+    /// which follow the payload there; `None` for a frame in one piece.
+    parts_pad: Option<&'a [u8]>,
 }
 
 #[inline(always)]
@@ -333,11 +336,11 @@ fn be16(b: &[u8], i: usize) -> u16 {
     u16::from_be_bytes([b[i], b[i + 1]])
 }
 
-/// Checks an IPv4 header at `l3` (A17 §17.3.1.1); returns where the UDP
-/// header starts and where the IP packet ends. `NotRoce` unless UDP to
-/// port 4791.
+/// Checks an IPv4 header at `l3` (A17 §17.3.1.1) of a frame `avail` bytes
+/// long, whose headers `frame` holds; returns where the UDP header starts
+/// and where the IP packet ends. `NotRoce` unless UDP to port 4791.
 #[inline(always)]
-fn check_ipv4(frame: &[u8], l3: usize) -> Result<(usize, usize)> {
+fn check_ipv4(frame: &[u8], l3: usize, avail: usize) -> Result<(usize, usize)> {
     let Some(h) = frame.get(l3..).and_then(|b| b.first_chunk::<20>()) else {
         return Err(Error::Truncated);
     };
@@ -357,7 +360,7 @@ fn check_ipv4(frame: &[u8], l3: usize) -> Result<(usize, usize)> {
     }
     Ipv4Repr::check(&Ipv4Packet::new_unchecked(&h[..]))?;
     let total = be16(h, 2) as usize;
-    if l3 + total > frame.len() {
+    if l3 + total > avail {
         return Err(Error::Truncated);
     }
     Ok((l3 + ipv4::HEADER_LEN, l3 + total))
@@ -365,7 +368,7 @@ fn check_ipv4(frame: &[u8], l3: usize) -> Result<(usize, usize)> {
 
 /// Checks an IPv6 header at `l3` (A17 §17.3.1.2), as [`check_ipv4`].
 #[inline(always)]
-fn check_ipv6(frame: &[u8], l3: usize) -> Result<(usize, usize)> {
+fn check_ipv6(frame: &[u8], l3: usize, avail: usize) -> Result<(usize, usize)> {
     let Some(h) = frame.get(l3..).and_then(|b| b.first_chunk::<40>()) else {
         return Err(Error::Truncated);
     };
@@ -379,10 +382,32 @@ fn check_ipv6(frame: &[u8], l3: usize) -> Result<(usize, usize)> {
         None => return Err(Error::Truncated),
     }
     let end = udp + be16(h, 4) as usize;
-    if end > frame.len() {
+    if end > avail {
         return Err(Error::Truncated);
     }
     Ok((udp, end))
+}
+
+/// Where a frame's IP header, UDP header and IP packet's end are, from its
+/// headers in `frame` and its whole length `avail`.
+#[inline(always)]
+fn locate(frame: &[u8], avail: usize) -> Result<(usize, usize, usize)> {
+    let Some(eth) = frame.first_chunk::<14>() else {
+        return Err(Error::Truncated);
+    };
+    let (ethertype, l3) = match be16(eth, 12) {
+        ethernet::ETHERTYPE_VLAN => match frame.get(16..18) {
+            Some(t) => (u16::from_be_bytes([t[0], t[1]]), ethernet::HEADER_LEN_VLAN),
+            None => return Err(Error::Truncated),
+        },
+        t => (t, ethernet::HEADER_LEN),
+    };
+    let (udp, end) = match ethertype {
+        ethernet::ETHERTYPE_IPV4 => check_ipv4(frame, l3, avail)?,
+        ethernet::ETHERTYPE_IPV6 => check_ipv6(frame, l3, avail)?,
+        _ => return Err(Error::NotRoce),
+    };
+    Ok((l3, udp, end))
 }
 
 impl<'a> Frame<'a> {
@@ -391,21 +416,7 @@ impl<'a> Frame<'a> {
     /// packet are ignored. The ICRC is [`Frame::icrc_ok`]'s job.
     #[inline]
     pub fn parse(frame: &'a [u8]) -> Result<Frame<'a>> {
-        let Some(eth) = frame.first_chunk::<14>() else {
-            return Err(Error::Truncated);
-        };
-        let (ethertype, l3) = match be16(eth, 12) {
-            ethernet::ETHERTYPE_VLAN => match frame.get(16..18) {
-                Some(t) => (u16::from_be_bytes([t[0], t[1]]), ethernet::HEADER_LEN_VLAN),
-                None => return Err(Error::Truncated),
-            },
-            t => (t, ethernet::HEADER_LEN),
-        };
-        let (udp, end) = match ethertype {
-            ethernet::ETHERTYPE_IPV4 => check_ipv4(frame, l3)?,
-            ethernet::ETHERTYPE_IPV6 => check_ipv6(frame, l3)?,
-            _ => return Err(Error::NotRoce),
-        };
+        let (l3, udp, end) = locate(frame, frame.len())?;
         let bytes = &frame[..end];
         let dgram = &bytes[udp..];
         if dgram.len() < udp::HEADER_LEN {
@@ -444,10 +455,66 @@ impl<'a> Frame<'a> {
             payload: &padded[..padded.len() - pad as usize],
             pad,
             icrc: u32::from_le_bytes([icrc[0], icrc[1], icrc[2], icrc[3]]),
+            parts_pad: None,
         })
     }
 
-    /// The frame's bytes from its Ethernet header through its ICRC.
+    /// Takes apart a frame received in three parts, as a zero-copy sender
+    /// sends it: `head` holds every header (Ethernet through the last
+    /// extension header, nothing more), `payload` the payload, and `tail`
+    /// the pad bytes and the ICRC. The same rules as [`Frame::parse`], and
+    /// the IP packet must end with `tail` (a frame in parts carries no
+    /// trailer). [`Frame::payload`] is then `payload` itself, and
+    /// [`Frame::bytes`] the headers only.
+    pub fn parse_parts(head: &'a [u8], payload: &'a [u8], tail: &'a [u8]) -> Result<Frame<'a>> {
+        let total = head.len() + payload.len() + tail.len();
+        let (l3, udp, end) = locate(head, total)?;
+        if end != total {
+            return Err(Error::BadLength);
+        }
+        if be16(head, udp + 4) as usize != end - udp {
+            return Err(Error::BadLength);
+        }
+        let bth_offset = udp + udp::HEADER_LEN;
+        let Some(bth) = head
+            .get(bth_offset..)
+            .and_then(|b| b.first_chunk::<{ bth::HEADER_LEN }>())
+        else {
+            return Err(Error::Truncated);
+        };
+        let tver = bth[1] & 0x0F;
+        if tver != 0 {
+            return Err(Error::BadTver(tver));
+        }
+        let info = opcode_info(Opcode(bth[0]))?;
+        if bth_offset + bth::HEADER_LEN + info.headers_len as usize != head.len() {
+            return Err(Error::BadLength);
+        }
+        let pad = (bth[1] >> 4) & 3;
+        if tail.len() != pad as usize + ICRC_LEN {
+            return Err(Error::BadLength);
+        }
+        if (payload.len() + pad as usize) & 3 != 0 {
+            return Err(Error::BadPad);
+        }
+        if !info.payload && !payload.is_empty() {
+            return Err(Error::BadLength);
+        }
+        let (pads, icrc) = tail.split_at(pad as usize);
+        Ok(Frame {
+            bytes: head,
+            ip_offset: l3,
+            bth_offset,
+            info,
+            payload,
+            pad,
+            icrc: u32::from_le_bytes([icrc[0], icrc[1], icrc[2], icrc[3]]),
+            parts_pad: Some(pads),
+        })
+    }
+
+    /// The frame's bytes from its Ethernet header through its ICRC; of a
+    /// frame in parts ([`Frame::parse_parts`]), its headers.
     pub fn bytes(&self) -> &'a [u8] {
         self.bytes
     }
@@ -607,14 +674,23 @@ impl<'a> Frame<'a> {
     /// The ICRC the bytes should carry.
     #[inline]
     pub fn icrc_expected(&self) -> u32 {
-        let n = self.bytes.len() - ICRC_LEN;
         // Cannot fail: parse checked the IP header and the BTH.
-        icrc::compute(&self.bytes[self.ip_offset..n]).unwrap_or(!self.icrc)
+        let sum = match self.parts_pad {
+            None => {
+                let n = self.bytes.len() - ICRC_LEN;
+                icrc::compute(&self.bytes[self.ip_offset..n])
+            }
+            Some(pads) => icrc::compute_parts(&self.bytes[self.ip_offset..], &[self.payload, pads]),
+        };
+        sum.unwrap_or(!self.icrc)
     }
 
     /// The frame's length up to and including the ICRC.
     pub fn len(&self) -> usize {
-        self.bytes.len()
+        match self.parts_pad {
+            None => self.bytes.len(),
+            Some(pads) => self.bytes.len() + self.payload.len() + pads.len() + ICRC_LEN,
+        }
     }
 
     /// Always false: a parsed frame holds at least its headers.
@@ -790,6 +866,52 @@ mod tests {
             0xC001,
             b,
         )
+    }
+
+    #[test]
+    fn a_frame_in_parts_parses_as_the_whole_and_bad_cuts_are_refused() {
+        for (op, reth) in [
+            (Op::SendOnly, false),
+            (Op::RdmaWriteOnly, true),
+            (Op::SendMiddle, false),
+        ] {
+            for len in [1usize, 2, 3, 4, 61, 1024] {
+                let mut r = base(Opcode::rc(op));
+                if reth {
+                    r.ext.reth = Some(RethRepr {
+                        va: 0x1000,
+                        rkey: 0x77,
+                        dma_len: len as u32,
+                    });
+                }
+                let payload: Vec<u8> = (0..len).map(|i| i as u8 ^ 0x5A).collect();
+                let mut buf = vec![0u8; 2048];
+                let n = r.emit(&payload, &mut buf).unwrap();
+                let whole = Frame::parse(&buf[..n]).unwrap();
+                assert!(whole.icrc_ok());
+                let h = r.header_len();
+                let (head, rest) = buf[..n].split_at(h);
+                let (pl, tail) = rest.split_at(len);
+                let parts = Frame::parse_parts(head, pl, tail).unwrap();
+                assert!(parts.icrc_ok(), "{op:?} {len}");
+                assert_eq!(parts.payload, whole.payload);
+                assert_eq!(parts.len(), whole.len());
+                assert_eq!(
+                    (parts.psn(), parts.pad, parts.icrc),
+                    (whole.psn(), whole.pad, whole.icrc)
+                );
+                assert_eq!(parts.repr(), whole.repr());
+                // A flipped payload bit fails the ICRC, as in one piece.
+                let mut bad = pl.to_vec();
+                bad[0] ^= 1;
+                assert!(!Frame::parse_parts(head, &bad, tail).unwrap().icrc_ok());
+                // Cuts elsewhere than at the payload are refused.
+                assert!(Frame::parse_parts(&head[..h - 1], &rest[..len + 1], tail).is_err());
+                assert!(Frame::parse_parts(head, &pl[..len - 1], tail).is_err());
+                assert!(Frame::parse_parts(head, pl, &tail[1..]).is_err());
+                assert!(Frame::parse_parts(&head[..20], &[], &[]).is_err());
+            }
+        }
     }
 
     #[test]

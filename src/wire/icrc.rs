@@ -58,34 +58,46 @@ const MASK_V6: [u8; 64] = mask(IPV6_LEN);
 /// its ICRC (so `ip_packet` excludes the 4 ICRC bytes).
 #[inline]
 pub fn compute(ip_packet: &[u8]) -> Result<u32, IcrcError> {
-    let (ip_len, mask, head_len) = match ip_packet.first().map(|b| b >> 4) {
-        Some(4) if ip_packet[0] == 0x45 => (IPV4_LEN, &MASK_V4, 48),
+    compute_parts(ip_packet, &[])
+}
+
+/// The ICRC of a packet held in parts: `ip_head` from the IP header on
+/// (at least through the BTH), then each of `rest` in order (a payload
+/// lent from registered memory, its pad bytes), all without the ICRC.
+/// The same value as [`compute`] over the parts laid end to end.
+#[inline]
+pub fn compute_parts(ip_head: &[u8], rest: &[&[u8]]) -> Result<u32, IcrcError> {
+    let (ip_len, mask, head_len) = match ip_head.first().map(|b| b >> 4) {
+        Some(4) if ip_head[0] == 0x45 => (IPV4_LEN, &MASK_V4, 48),
         Some(6) => (IPV6_LEN, &MASK_V6, 64),
         Some(_) => return Err(IcrcError::BadIpHeader),
         None => return Err(IcrcError::Truncated),
     };
-    let n = ip_packet.len();
+    let n = ip_head.len();
     if n < ip_len + UDP_LEN + BTH_LEN {
         return Err(IcrcError::Truncated);
     }
     let mut h = crc32fast::Hasher::new_with_initial(LRH_CRC);
     let mut head = [0u8; 64];
     if n >= head_len {
-        // Whole 16-byte words, written as such: the CRC's vector loads then
-        // never wait on narrower stores.
         for (i, out) in head[..head_len].chunks_exact_mut(16).enumerate() {
             let at = 16 * i;
-            let p = u128::from_ne_bytes(ip_packet[at..at + 16].try_into().unwrap_or([0; 16]));
+            let p = u128::from_ne_bytes(ip_head[at..at + 16].try_into().unwrap_or([0; 16]));
             let m = u128::from_ne_bytes(mask[at..at + 16].try_into().unwrap_or([0; 16]));
             out.copy_from_slice(&(p | m).to_ne_bytes());
         }
         h.update(&head[..head_len]);
-        h.update(&ip_packet[head_len..]);
+        h.update(&ip_head[head_len..]);
     } else {
-        for (o, (p, m)) in head.iter_mut().zip(ip_packet.iter().zip(mask)) {
+        // Every masked field lies in the IP, UDP and BTH headers, which
+        // `ip_head` holds.
+        for (o, (p, m)) in head.iter_mut().zip(ip_head.iter().zip(mask)) {
             *o = p | m;
         }
         h.update(&head[..n]);
+    }
+    for part in rest {
+        h.update(part);
     }
     Ok(h.finalize())
 }
@@ -160,6 +172,30 @@ mod tests {
     fn the_lrh_seed_is_the_crc_of_eight_ones() {
         assert_eq!(crc32fast::hash(&[0xFF; 8]), LRH_CRC);
         assert_eq!(!LRH_CRC, 0xdebb20e3);
+    }
+
+    #[test]
+    fn a_packet_in_parts_has_the_icrc_of_the_whole() {
+        let pcap = include_bytes!("../../tests/vectors/rc_pingpong.pcap");
+        let mut seen = 0;
+        for f in pcap_frames(pcap) {
+            if f.len() < 14 + 64 + 4 || f[12..14] != [8, 0] || f[23] != 17 {
+                continue;
+            }
+            let ip = &f[14..f.len() - 4];
+            let whole = compute(ip).unwrap();
+            for cut in [40, 47, 48, 49, 60, ip.len()] {
+                let (head, rest) = ip.split_at(cut);
+                let (mid, end) = rest.split_at(rest.len() / 2);
+                assert_eq!(compute_parts(head, &[mid, end]), Ok(whole), "cut at {cut}");
+            }
+            seen += 1;
+        }
+        assert!(seen > 0);
+        assert_eq!(
+            compute_parts(&[0x45; 30], &[&[0; 64]]),
+            Err(IcrcError::Truncated)
+        );
     }
 
     #[test]
