@@ -163,6 +163,9 @@ counters! {
         /// Selective repeat: READ responses and atomic acknowledgements
         /// taken ahead of an unanswered READ or atomic before them.
         sr_responses_ahead,
+        /// Request packets sent whose payload left from its region in
+        /// place (zero-copy send), not copied into the frame.
+        lent_pkts,
     }
 }
 

@@ -52,7 +52,7 @@ pub use counters::{QpCounters, RxCounters};
 pub use mr::{Access, AccessError, Lkey, MrKeys, MrSpec, MrTable, PdId, Rkey};
 pub use path::Offload;
 pub use qp::{AddressVector, AttrMask, Mtu, QpAttr, QpState, QpType, Recovery};
-pub use requester::QpConfig;
+pub use requester::{Lent, QpConfig};
 pub use ud::{AhId, UdDest};
 pub use vlan::Vlan;
 pub use wr::{Payload, RecvWr, SendOp, SendWr, Sge, SgeList, Wc, WcOpcode, WcStatus, SGE_INLINE};
@@ -429,6 +429,24 @@ fn flushed(qpn: u32, wr_id: u64, opcode: WcOpcode, len: u32) -> Wc {
     }
 }
 
+/// A frame [`Device::poll_transmit_parts`] wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TxFrame {
+    /// Bytes written into the buffer: the whole frame, or, when its
+    /// payload is `lent`, its headers then its pad and ICRC.
+    pub len: usize,
+    /// Where the payload is when it was left in its region.
+    pub lent: Option<Lent>,
+}
+
+/// What a QP's transmit reads beyond the QP: the notification point's
+/// settings, what it may lend; and what it lent.
+struct Lending {
+    np: NpConfig,
+    min: Option<usize>,
+    lent: Option<Lent>,
+}
+
 /// One RoCE v2 endpoint running the RC transport.
 #[derive(Debug)]
 pub struct Device {
@@ -459,6 +477,9 @@ pub struct Device {
     timers: DeadlineHeap<u32>,
     /// The QPs [`Device::handle_timeout`] found due (kept for its capacity).
     due: Vec<u32>,
+    /// Zero-copy send ([`Device::set_zero_copy`]): payloads of at least
+    /// this many bytes may leave from their region in place.
+    lend_min: Option<usize>,
 }
 
 impl Device {
@@ -492,6 +513,7 @@ impl Device {
             ect_received: 0,
             timers: DeadlineHeap::default(),
             due: Vec::new(),
+            lend_min: None,
         })
     }
 
@@ -986,22 +1008,41 @@ impl Device {
     /// Handles one received frame.
     pub fn handle(&mut self, now: Instant, frame: &[u8]) {
         self.rx.frames += 1;
-        let f = match Frame::parse(frame) {
-            Ok(f) => f,
-            Err(wire::Error::NotRoce) => {
-                self.rx.not_roce += 1;
-                return;
-            }
-            Err(_) => {
-                self.rx.malformed += 1;
-                return;
-            }
-        };
+        match Frame::parse(frame) {
+            // The bytes after the IP packet: an INT trailer on a path with
+            // INT telemetry (crate::wire::int), else padding or nothing.
+            Ok(f) => self.accept(now, &f, &frame[f.bytes().len()..]),
+            Err(e) => self.refuse(e),
+        }
+    }
+
+    /// [`Device::handle`] for a frame received in three parts, as a
+    /// zero-copy sender sends it ([`Frame::parse_parts`]): its headers,
+    /// its payload, its pad and ICRC. The payload is read where it is.
+    pub fn handle_parts(&mut self, now: Instant, head: &[u8], payload: &[u8], tail: &[u8]) {
+        self.rx.frames += 1;
+        match Frame::parse_parts(head, payload, tail) {
+            Ok(f) => self.accept(now, &f, &[]),
+            Err(e) => self.refuse(e),
+        }
+    }
+
+    /// Counts a frame that did not parse.
+    fn refuse(&mut self, e: wire::Error) {
+        match e {
+            wire::Error::NotRoce => self.rx.not_roce += 1,
+            _ => self.rx.malformed += 1,
+        }
+    }
+
+    /// A parsed frame through the device's checks to its QP; `tail`: the
+    /// bytes after its IP packet.
+    fn accept(&mut self, now: Instant, f: &Frame<'_>, tail: &[u8]) {
         if !vlan::accepts(self.cfg.vlan, f.vlan()) {
             self.rx.wrong_vlan += 1;
             return;
         }
-        if !self.cfg.offload.admits(&f, &mut self.rx) {
+        if !self.cfg.offload.admits(f, &mut self.rx) {
             return;
         }
         if !self.cfg.gids.contains(&f.dst().to_canonical()) {
@@ -1010,10 +1051,7 @@ impl Device {
         }
         // What follows acts on the addressed QP only.
         let qpn = f.dest_qp();
-        // The bytes after the IP packet: an INT trailer on a path with INT
-        // telemetry (crate::wire::int), else padding or nothing.
-        let tail = &frame[f.bytes().len()..];
-        if !self.deliver(now, &f, tail) {
+        if !self.deliver(now, f, tail) {
             self.rearm(qpn);
         }
     }
@@ -1213,7 +1251,51 @@ impl Device {
     /// the ready list when work is posted, a frame for it arrives, a timer
     /// of it fires or its state changes, and leaves it when it has nothing
     /// to send; the ready ones take turns, a packet each.
+    ///
+    /// Every frame is whole in `buf`: payloads are copied, whatever
+    /// [`Device::set_zero_copy`] says ([`Device::poll_transmit_parts`]
+    /// leaves them in place).
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+        self.poll_frame(now, buf, None).map(|t| t.len)
+    }
+
+    /// As [`Device::poll_transmit`], for a port that can send a payload
+    /// from its region in place (zero-copy send, [`Device::set_zero_copy`]):
+    /// a frame may come back with its payload [`Lent`] rather than in
+    /// `buf`, which then holds its headers, pad and ICRC.
+    pub fn poll_transmit_parts(&mut self, now: Instant, buf: &mut [u8]) -> Option<TxFrame> {
+        self.poll_frame(now, buf, self.lend_min)
+    }
+
+    /// Lets request payloads of at least `min` bytes (`None`: none, the
+    /// default) leave from their memory region in place, with no copy,
+    /// when the region's memory is one the port can send from
+    /// ([`mr::RegionMemory::lender`]), the payload lies in one SGE and the QP's
+    /// frames carry no trailer. Only [`Device::poll_transmit_parts`] does.
+    /// As on a NIC, the application must leave a send's bytes unchanged
+    /// until its completion (IBTA §10.7.2.1: the buffer belongs to the
+    /// channel adapter until then).
+    pub fn set_zero_copy(&mut self, min: Option<usize>) {
+        self.lend_min = min;
+    }
+
+    /// Region `lkey`'s memory as its port sends from it in place: what a
+    /// [`Lent`] payload points into ([`mr::RegionMemory::lender`]).
+    pub fn lender(&self, lkey: Lkey) -> Option<&dyn core::any::Any> {
+        self.mrs.lender(lkey)
+    }
+
+    fn poll_frame(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        lend_min: Option<usize>,
+    ) -> Option<TxFrame> {
+        let mut lend = Lending {
+            np: self.cfg.congestion.np,
+            min: lend_min,
+            lent: None,
+        };
         while let Some(qpn) = self.ready.pop_front() {
             let Some(qp) = self.qps.get_mut(&qpn) else {
                 continue;
@@ -1224,9 +1306,9 @@ impl Device {
                     &mut self.mrs,
                     &mut self.cqs,
                     &mut self.events,
-                    &self.cfg.congestion.np,
                     now,
                     buf,
+                    &mut lend,
                 ),
                 QpType::Ud => ud::transmit(qp, &self.cfg, &self.ahs, &self.mrs, &mut self.cqs, buf),
             };
@@ -1247,7 +1329,13 @@ impl Device {
                     self.int_tx_bytes += len as u64;
                 }
                 self.ready.push_back(qpn);
-                return Some(len);
+                return Some(match lend.lent {
+                    Some(l) => TxFrame {
+                        len: len - l.len,
+                        lent: Some(l),
+                    },
+                    None => TxFrame { len, lent: None },
+                });
             }
         }
         None
@@ -1274,10 +1362,11 @@ impl Device {
         mrs: &mut MrTable,
         cqs: &mut [Cq],
         events: &mut VecDeque<Event>,
-        np: &NpConfig,
         now: Instant,
         buf: &mut [u8],
+        lend: &mut Lending,
     ) -> Option<usize> {
+        let np = lend.np;
         let mtu = qp.mtu();
         // Borrowed, not copied: a path with its header template is a few
         // hundred bytes.
@@ -1334,8 +1423,12 @@ impl Device {
             window: qp.cc.window_bytes(),
             mrs,
             counters: &mut qp.counters,
+            lend_min: lend.min,
+            lent: None,
         };
-        match qp.req.poll(&mut env, now, buf) {
+        let outcome = qp.req.poll(&mut env, now, buf);
+        lend.lent = env.lent;
+        match outcome {
             TxOutcome::Sent(len) => {
                 Self::paced(qp, now, len);
                 Some(len)
@@ -1345,7 +1438,7 @@ impl Device {
                 let _ = req.retire(&mut env);
                 Self::protocol_error(qp, cqs, events, status);
                 // The QP may still owe its peer a response.
-                Self::transmit(qp, mrs, cqs, events, np, now, buf)
+                Self::transmit(qp, mrs, cqs, events, now, buf, lend)
             }
             TxOutcome::Idle => {
                 if !qp.resp.next_is_read_data() {

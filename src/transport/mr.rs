@@ -140,6 +140,13 @@ pub trait RegionMemory: Send + core::fmt::Debug {
     fn bytes(&self) -> &[u8];
     /// The region's bytes, writable.
     fn bytes_mut(&mut self) -> &mut [u8];
+    /// The memory as a port can send from in place (zero-copy send): an
+    /// object the port's backend recognises (DPDK's `DmaRegion`, which an
+    /// mbuf can point into); `None` (the default): payloads are copied
+    /// into the frame.
+    fn lender(&self) -> Option<&dyn core::any::Any> {
+        None
+    }
 }
 
 impl RegionMemory for Vec<u8> {
@@ -465,6 +472,34 @@ impl MrTable {
             out[at..at + n].copy_from_slice(&mr.mem.bytes()[o..o + n]);
         }
         Ok(())
+    }
+
+    /// Where `len` bytes of `sges` from `offset` on can be sent from in
+    /// place (zero-copy send): the region's key, the bytes, and where
+    /// they start in the region, when they lie in one SGE of a region
+    /// whose memory lends ([`RegionMemory::lender`]) and `pd` may read
+    /// them; otherwise `None` and the caller copies ([`MrTable::gather`]).
+    pub fn lendable(
+        &self,
+        pd: PdId,
+        sges: &[Sge],
+        offset: u64,
+        len: u64,
+    ) -> Option<(Lkey, usize, &[u8])> {
+        let mut it = pieces(sges, offset, len);
+        let (p, _) = it.next()?;
+        if u64::from(p.length) != len {
+            return None;
+        }
+        let (mr, o) = self.check(p.lkey, pd, p.addr, len, Access::NONE).ok()?;
+        mr.mem.lender()?;
+        Some((p.lkey, o, &mr.mem.bytes()[o..o + len as usize]))
+    }
+
+    /// Region `key`'s memory as its port sends from it in place
+    /// ([`RegionMemory::lender`]).
+    pub fn lender(&self, key: Lkey) -> Option<&dyn core::any::Any> {
+        self.mrs.get(&key)?.mem.lender()
     }
 
     /// Copies `data` into the data described by `sges` from `offset` on

@@ -131,6 +131,60 @@ impl Path {
         buf: &mut [u8],
         fill: impl FnOnce(&mut [u8]),
     ) -> Option<usize> {
+        let (at, len, eth_len) = self.headers(p, payload_len, buf)?;
+        fill(&mut buf[at]);
+        seal_frame(buf, len, eth_len, self.icrc_offload)?;
+        let mut end = len;
+        if let Some(t) = p.int.filter(|_| self.int) {
+            t.emit(buf.get_mut(end..)?)?;
+            end += int::LEN;
+        }
+        if let Some(t) = p.sr.filter(|_| self.sr) {
+            t.emit(buf.get_mut(end..)?)?;
+            end += t.len();
+        }
+        Some(end)
+    }
+
+    /// Whether the QP's packets may leave with their payload in place
+    /// ([`Path::emit_parts`]): not on a path whose frames carry a trailer
+    /// after the ICRC (INT, selective repeat).
+    pub fn lends(&self) -> bool {
+        !self.int && !self.sr
+    }
+
+    /// Writes a packet whose payload stays where it is, for a port that
+    /// sends it from there (zero-copy send): the headers into `buf`, and
+    /// right after them the pad bytes and the ICRC, computed over the
+    /// headers, `payload` in place and the pad (A17 §17.3.3). Returns the
+    /// headers' length and the whole frame's; the frame on the wire is
+    /// `buf[..head]`, then `payload`, then `buf[head..head + pad + 4]`.
+    /// Only for a path that [`Path::lends`].
+    pub fn emit_parts(&self, p: &Packet, payload: &[u8], buf: &mut [u8]) -> Option<(usize, usize)> {
+        debug_assert!(self.lends());
+        let (at, len, eth_len) = self.headers(p, payload.len(), buf)?;
+        let head = at.start;
+        let pad = len - wire::len::ICRC - at.end;
+        let pads = [0u8; 3];
+        let icrc = if self.icrc_offload {
+            OFFLOADED_ICRC
+        } else {
+            wire::icrc::compute_parts(&buf[eth_len..head], &[payload, &pads[..pad]]).ok()?
+        };
+        buf[head..head + pad].fill(0);
+        buf[head + pad..head + pad + wire::len::ICRC].copy_from_slice(&icrc.to_le_bytes());
+        Some((head, len))
+    }
+
+    /// Writes a packet's headers into `buf` (pad bytes zeroed after the
+    /// payload's place); returns where the payload goes, the frame's
+    /// length through its ICRC, and the Ethernet header's length.
+    fn headers(
+        &self,
+        p: &Packet,
+        payload_len: usize,
+        buf: &mut [u8],
+    ) -> Option<(core::ops::Range<usize>, usize, usize)> {
         debug_assert!(
             self.tmpl.is_none() || self.tmpl == self.with_template().tmpl,
             "a path's fields changed after its template was built"
@@ -152,18 +206,7 @@ impl Path {
                 (at, r.frame_len(payload_len), r.eth.header_len())
             }
         };
-        fill(&mut buf[at]);
-        seal_frame(buf, len, eth_len, self.icrc_offload)?;
-        let mut end = len;
-        if let Some(t) = p.int.filter(|_| self.int) {
-            t.emit(buf.get_mut(end..)?)?;
-            end += int::LEN;
-        }
-        if let Some(t) = p.sr.filter(|_| self.sr) {
-            t.emit(buf.get_mut(end..)?)?;
-            end += t.len();
-        }
-        Some(end)
+        Some((at, len, eth_len))
     }
 
     /// The trailers of a received frame of this QP, from `tail`, the

@@ -19,7 +19,7 @@
 //! The completer half ([`super::completer`]) acknowledges, retries and
 //! completes; both share this state.
 
-use super::mr::{Access, MrTable, PdId};
+use super::mr::{Access, Lkey, MrTable, PdId};
 use super::path::{Packet, Path};
 use super::selective::Scoreboard;
 use super::sendlog::SendLog;
@@ -199,6 +199,28 @@ pub(crate) struct TxEnv<'a> {
     pub window: Option<u64>,
     pub mrs: &'a MrTable,
     pub counters: &'a mut QpCounters,
+    /// Zero-copy send: payloads of at least this many bytes leave from
+    /// their region in place where they can ([`MrTable::lendable`]);
+    /// `None`: every payload is copied into the frame.
+    pub lend_min: Option<usize>,
+    /// Set when the packet just written left its payload in place.
+    pub lent: Option<Lent>,
+}
+
+/// A frame written with its payload left in its memory region (zero-copy
+/// send): the buffer holds the frame's headers (`head` bytes) and, right
+/// after them, its pad and ICRC; the payload is `len` bytes of region
+/// `lkey` from byte `offset` on, which the port sends between the two.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lent {
+    /// The region's local key.
+    pub lkey: Lkey,
+    /// Where the payload starts in the region's bytes.
+    pub offset: usize,
+    /// The payload's length.
+    pub len: usize,
+    /// The headers' length: where the pad and ICRC start in the buffer.
+    pub head: usize,
 }
 
 /// Why the requester sent nothing.
@@ -549,21 +571,40 @@ impl Requester {
         pkt.ack_req = ack_req;
         let off = k as u64 * mtu as u64;
         let (mrs, pd) = (env.mrs, env.pd);
-        let mut gathered = Ok(());
-        let n = env
-            .path
-            .emit(&pkt, payload_len, buf, |dst| match &w.wr.payload {
-                Payload::Inline(b) => {
-                    dst.copy_from_slice(&b[off as usize..off as usize + dst.len()])
-                }
-                Payload::Sges(s) => gathered = mrs.gather(pd, s, off, dst),
-            })?;
-        if gathered.is_err() {
-            // A region deregistered since the message started: the frame
-            // is not sent.
-            self.lost_region = true;
-            return None;
-        }
+        let lendable = match (&w.wr.payload, env.lend_min) {
+            (Payload::Sges(s), Some(min)) if payload_len >= min.max(1) && env.path.lends() => {
+                mrs.lendable(pd, s, off, payload_len as u64)
+            }
+            _ => None,
+        };
+        let n = if let Some((lkey, offset, bytes)) = lendable {
+            let (head, n) = env.path.emit_parts(&pkt, bytes, buf)?;
+            env.lent = Some(Lent {
+                lkey,
+                offset,
+                len: payload_len,
+                head,
+            });
+            env.counters.lent_pkts += 1;
+            n
+        } else {
+            let mut gathered = Ok(());
+            let n = env
+                .path
+                .emit(&pkt, payload_len, buf, |dst| match &w.wr.payload {
+                    Payload::Inline(b) => {
+                        dst.copy_from_slice(&b[off as usize..off as usize + dst.len()])
+                    }
+                    Payload::Sges(s) => gathered = mrs.gather(pd, s, off, dst),
+                })?;
+            if gathered.is_err() {
+                // A region deregistered since the message started: the
+                // frame is not sent.
+                self.lost_region = true;
+                return None;
+            }
+            n
+        };
         env.counters.sent_pkts += 1;
         self.since_ackreq = if ack_req { 0 } else { self.since_ackreq + 1 };
         self.psn = psn.add(consumed);

@@ -1,0 +1,271 @@
+//! Zero-copy send in the transport, sans IO: a device whose region lends
+//! its memory (`RegionMemory::lender`) writes request packets with their
+//! payload left in the region (`Device::poll_transmit_parts`), and the
+//! receiver takes them in three parts (`Device::handle_parts`).
+//!
+//! The frame such a sender puts on the wire (its headers, the payload read
+//! from the region, its pad and ICRC) must be byte for byte the frame a
+//! copying sender writes, for every opcode that carries a payload, every
+//! pad count and both path MTUs; what cannot be lent (several SGEs, inline
+//! data, payloads under the threshold) is copied as before. The DPDK side
+//! (an mbuf pointing into the region) is tested in `tests/bench_e2e.rs`.
+
+use core::net::IpAddr;
+
+use ferroce::transport::connect::{connect_qp, ConnectParams};
+use ferroce::transport::mr::RegionMemory;
+use ferroce::transport::*;
+use ferroce::wire::{Frame, MacAddr};
+
+const MAC_A: MacAddr = MacAddr([2, 0, 0, 0, 0, 1]);
+const MAC_B: MacAddr = MacAddr([2, 0, 0, 0, 0, 2]);
+const REGION: usize = 1 << 20;
+
+/// Region memory that a port could send from in place.
+#[derive(Debug)]
+struct Lends(Vec<u8>);
+
+impl RegionMemory for Lends {
+    fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut self.0
+    }
+    fn lender(&self) -> Option<&dyn core::any::Any> {
+        Some(self)
+    }
+}
+
+fn ip(last: u8) -> IpAddr {
+    IpAddr::from([198, 18, 0, last])
+}
+
+struct End {
+    dev: Device,
+    qp: u32,
+    cq: CqId,
+    mr: MrKeys,
+}
+
+fn end(mac: MacAddr, last: u8, lends: bool) -> End {
+    let mut dev = Device::new(DeviceConfig::new(mac, ip(last))).unwrap();
+    let pd = dev.alloc_pd();
+    let cq = dev.create_cq(1024).unwrap();
+    let pattern: Vec<u8> = (0..REGION)
+        .map(|i| (i * 7 + usize::from(last)) as u8)
+        .collect();
+    let spec = MrSpec::new(pd, REGION, Access::ALL);
+    let mr = if lends {
+        dev.reg_mr_memory(spec, Box::new(Lends(pattern))).unwrap()
+    } else {
+        dev.reg_mr_memory(spec, Box::new(pattern)).unwrap()
+    };
+    let qp = dev.create_qp(pd, cq, cq, QpCaps::default()).unwrap();
+    End { dev, qp, cq, mr }
+}
+
+/// Two connected ends; `a` lends payloads of at least `min` bytes when
+/// `min` is set.
+fn pair(mtu: Mtu, min: Option<usize>) -> (End, End) {
+    let mut a = end(MAC_A, 1, min.is_some());
+    let mut b = end(MAC_B, 2, false);
+    let p = ConnectParams {
+        mtu,
+        ..ConnectParams::default()
+    };
+    connect_qp(&mut a.dev, a.qp, b.qp, MAC_B, ip(2), &p, 0, 0).unwrap();
+    connect_qp(&mut b.dev, b.qp, a.qp, MAC_A, ip(1), &p, 0, 0).unwrap();
+    a.dev.set_zero_copy(min);
+    (a, b)
+}
+
+/// Moves frames both ways until both ends are quiet; returns every frame
+/// `a` sent, whole (a lent one put together from its three parts, as the
+/// wire carries it), and how many were lent. `b` takes lent frames in
+/// parts.
+fn shuttle(a: &mut End, b: &mut End) -> (Vec<Vec<u8>>, usize) {
+    let now = ferroce::time::Instant::ZERO;
+    let mut buf = vec![0u8; 9216];
+    let mut sent = Vec::new();
+    let mut lent = 0;
+    loop {
+        let mut moved = false;
+        while let Some(t) = a.dev.poll_transmit_parts(now, &mut buf) {
+            moved = true;
+            match t.lent {
+                Some(l) => {
+                    lent += 1;
+                    assert!(a.dev.lender(l.lkey).is_some());
+                    let region = a.dev.mr(l.lkey).unwrap();
+                    let payload = &region[l.offset..l.offset + l.len];
+                    let (head, tail) = (&buf[..l.head], &buf[l.head..t.len]);
+                    b.dev.handle_parts(now, head, payload, tail);
+                    sent.push([head, payload, tail].concat());
+                }
+                None => {
+                    b.dev.handle(now, &buf[..t.len]);
+                    sent.push(buf[..t.len].to_vec());
+                }
+            }
+        }
+        while let Some(n) = b.dev.poll_transmit(now, &mut buf) {
+            moved = true;
+            a.dev.handle(now, &buf[..n]);
+        }
+        if !moved {
+            return (sent, lent);
+        }
+    }
+}
+
+fn sge(e: &End, at: u64, len: u32) -> Sge {
+    Sge {
+        addr: e.mr.addr + at,
+        length: len,
+        lkey: e.mr.lkey,
+    }
+}
+
+/// Posts the same mix of messages on `a` (and the receives on `b`):
+/// WRITEs and SENDs of every pad count, single- and multi-packet, one in
+/// two SGEs and one inline.
+fn post_mix(a: &mut End, b: &mut End) -> usize {
+    let lens = [1u32, 2, 3, 4, 63, 257, 1024, 1500, 4096, 9001];
+    let mut n = 0;
+    for (i, &len) in lens.iter().enumerate() {
+        let at = 4096 * i as u64 + 3;
+        let write = SendOp::Write {
+            remote_addr: b.mr.addr + 65536 + at,
+            rkey: b.mr.rkey,
+        };
+        let wr = SendWr::new(n, write, Payload::sge(sge(a, at, len)));
+        a.dev.post_send(a.qp, wr).unwrap();
+        n += 1;
+        let rsge = sge(b, 512 * 1024 + at, len);
+        b.dev
+            .post_recv(
+                b.qp,
+                RecvWr {
+                    wr_id: n,
+                    sges: smallvec::smallvec![rsge],
+                },
+            )
+            .unwrap();
+        let op = if i % 2 == 0 {
+            SendOp::Send
+        } else {
+            SendOp::SendWithImm(0x1234_5678)
+        };
+        a.dev
+            .post_send(a.qp, SendWr::new(n, op, Payload::sge(sge(a, at, len))))
+            .unwrap();
+        n += 1;
+    }
+    // Two SGEs, and inline bytes: copied.
+    let two = Payload::Sges(smallvec::smallvec![sge(a, 0, 700), sge(a, 9000, 700)]);
+    let write = SendOp::Write {
+        remote_addr: b.mr.addr + 300_000,
+        rkey: b.mr.rkey,
+    };
+    a.dev.post_send(a.qp, SendWr::new(n, write, two)).unwrap();
+    n += 1;
+    let write = SendOp::Write {
+        remote_addr: b.mr.addr + 310_000,
+        rkey: b.mr.rkey,
+    };
+    let inline = Payload::Inline(vec![9u8; 100]);
+    a.dev
+        .post_send(a.qp, SendWr::new(n, write, inline))
+        .unwrap();
+    n as usize + 1
+}
+
+fn completions(e: &mut End) -> Vec<Wc> {
+    let mut wcs = Vec::new();
+    e.dev.poll_cq(e.cq, 4096, &mut wcs);
+    wcs
+}
+
+#[test]
+fn lent_payloads_make_the_frames_a_copying_sender_makes() {
+    for mtu in [Mtu::Mtu1024, Mtu::Mtu4096] {
+        let (mut a, mut b) = pair(mtu, None);
+        let (mut za, mut zb) = pair(mtu, Some(1));
+        let msgs = post_mix(&mut a, &mut b);
+        assert_eq!(post_mix(&mut za, &mut zb), msgs);
+        let (copied, none) = shuttle(&mut a, &mut b);
+        let (zero, lent) = shuttle(&mut za, &mut zb);
+        assert_eq!(none, 0);
+        assert_eq!(copied.len(), zero.len());
+        for (i, (c, z)) in copied.iter().zip(&zero).enumerate() {
+            assert_eq!(c, z, "frame {i} at {mtu:?}");
+            assert!(Frame::parse(z).unwrap().icrc_ok());
+        }
+        // Every packet whose payload lies in one SGE was lent: all but the
+        // two-SGE WRITE's first packet (it spans both SGEs; at MTU 1024 its
+        // second lies in the second SGE alone) and the inline WRITE.
+        assert_eq!(lent, copied.len() - 2, "at {mtu:?}");
+        let c = za.dev.qp_counters(za.qp).unwrap();
+        assert_eq!(c.lent_pkts as usize, lent);
+        assert_eq!(zb.dev.rx_counters().icrc_errors, 0);
+        // The same completions and the same bytes landed.
+        let (wa, wb) = (completions(&mut a), completions(&mut b));
+        assert_eq!(wa.len(), msgs);
+        assert!(wa.iter().chain(&wb).all(|w| w.status == WcStatus::Success));
+        assert_eq!(completions(&mut za).len(), wa.len());
+        assert_eq!(completions(&mut zb).len(), wb.len());
+        assert_eq!(zb.dev.mr(zb.mr.lkey), b.dev.mr(b.mr.lkey), "at {mtu:?}");
+    }
+}
+
+#[test]
+fn payloads_under_the_threshold_and_poll_transmit_copy() {
+    let (mut a, mut b) = pair(Mtu::Mtu4096, Some(2048));
+    post_mix(&mut a, &mut b);
+    let (frames, lent) = shuttle(&mut a, &mut b);
+    // Only 4096 and 9001 (three packets of 4096, 4096, 809: the last one
+    // under the threshold) reach 2048 bytes: two messages each way.
+    assert_eq!(lent, 2 * (1 + 2));
+    assert!(frames.len() > lent);
+    // poll_transmit writes whole frames whatever the setting.
+    let (mut a, mut b) = pair(Mtu::Mtu4096, Some(1));
+    post_mix(&mut a, &mut b);
+    let mut buf = vec![0u8; 9216];
+    let now = ferroce::time::Instant::ZERO;
+    let n = a.dev.poll_transmit(now, &mut buf).unwrap();
+    assert!(Frame::parse(&buf[..n]).unwrap().icrc_ok());
+    assert_eq!(a.dev.qp_counters(a.qp).unwrap().lent_pkts, 0);
+}
+
+#[test]
+fn a_frame_in_parts_with_a_bad_icrc_or_cut_is_counted_and_dropped() {
+    let (mut a, mut b) = pair(Mtu::Mtu4096, Some(1));
+    let write = SendOp::Write {
+        remote_addr: b.mr.addr,
+        rkey: b.mr.rkey,
+    };
+    a.dev
+        .post_send(a.qp, SendWr::new(1, write, Payload::sge(sge(&a, 0, 1000))))
+        .unwrap();
+    let mut buf = vec![0u8; 9216];
+    let now = ferroce::time::Instant::ZERO;
+    let t = a.dev.poll_transmit_parts(now, &mut buf).unwrap();
+    let l = t.lent.unwrap();
+    let mut payload = a.dev.mr(l.lkey).unwrap()[l.offset..l.offset + l.len].to_vec();
+    let (head, tail) = (&buf[..l.head], &buf[l.head..t.len]);
+    // The headers cut one byte short: malformed.
+    b.dev
+        .handle_parts(now, &head[..head.len() - 1], &payload, tail);
+    assert_eq!(b.dev.rx_counters().malformed, 1);
+    // A flipped payload bit: an ICRC error, nothing written.
+    let before = b.dev.mr(b.mr.lkey).unwrap()[..1000].to_vec();
+    payload[10] ^= 1;
+    b.dev.handle_parts(now, head, &payload, tail);
+    assert_eq!(b.dev.rx_counters().icrc_errors, 1);
+    assert_eq!(&b.dev.mr(b.mr.lkey).unwrap()[..1000], &before[..]);
+    payload[10] ^= 1;
+    b.dev.handle_parts(now, head, &payload, tail);
+    assert_eq!(&b.dev.mr(b.mr.lkey).unwrap()[..1000], &payload[..]);
+    assert_eq!(b.dev.qp_counters(b.qp).unwrap().rcvd_pkts, 1);
+}
