@@ -7,7 +7,7 @@
 //! (the [`Backend::tx_burst`] contract); it is recorded once, when first
 //! offered.
 
-use super::{Backend, Burst, FrameBuf};
+use super::{Backend, Burst, FrameBuf, Layout};
 use crate::pcap::{PcapError, Writer};
 use crate::time::Clock;
 use std::io::Write;
@@ -43,6 +43,19 @@ impl<B: Backend, C: Clock, W: Write> Capture<B, C, W> {
 
     /// Writes one frame stamped now; after a write error it records
     /// nothing more (the error waits for [`Capture::finish`]).
+    /// Records a frame whole, every segment of a chained one.
+    fn record_frame<F: FrameBuf>(&mut self, f: &F) {
+        match f.layout() {
+            Layout::One(d) => self.record(d),
+            _ => {
+                let mut whole = [0u8; 16 << 10];
+                if let Some(n) = f.read_into(&mut whole) {
+                    self.record(&whole[..n]);
+                }
+            }
+        }
+    }
+
     fn record(&mut self, data: &[u8]) {
         if self.error.is_some() {
             return;
@@ -82,7 +95,7 @@ impl<B: Backend, C: Clock, W: Write> Backend for Capture<B, C, W> {
         let before = out.len();
         let n = self.inner.rx_burst(out);
         for f in &out[before..] {
-            self.record(f.data());
+            self.record_frame(f);
         }
         n
     }
@@ -94,7 +107,7 @@ impl<B: Backend, C: Clock, W: Write> Backend for Capture<B, C, W> {
     fn tx_burst(&mut self, frames: &mut Burst<B::Buf>) -> usize {
         let skip = self.recorded_unsent.min(frames.len());
         for f in &frames[skip..] {
-            self.record(f.data());
+            self.record_frame(f);
         }
         let n = self.inner.tx_burst(frames);
         self.recorded_unsent = frames.len();
@@ -103,6 +116,23 @@ impl<B: Backend, C: Clock, W: Write> Backend for Capture<B, C, W> {
 
     fn free_burst(&mut self, frames: &mut Burst<B::Buf>) {
         self.inner.free_burst(frames)
+    }
+
+    // A frame that carries its payload by reference is recorded whole
+    // (every segment) when it is sent.
+    fn can_lend(&self) -> bool {
+        self.inner.can_lend()
+    }
+
+    fn attach(
+        &mut self,
+        frame: &mut B::Buf,
+        head: usize,
+        mem: &dyn core::any::Any,
+        offset: usize,
+        len: usize,
+    ) -> bool {
+        self.inner.attach(frame, head, mem, offset, len)
     }
 }
 

@@ -45,6 +45,33 @@ pub trait FrameBuf {
     fn append(&mut self, len: usize) -> Option<&mut [u8]>;
     /// Shortens the frame to `len` bytes (no-op when already shorter).
     fn truncate(&mut self, len: usize);
+    /// How the received frame lies in the buffer: in one piece (the
+    /// default, [`FrameBuf::data`]), or in segments (a chained DPDK mbuf).
+    fn layout(&self) -> Layout<'_> {
+        Layout::One(self.data())
+    }
+    /// Copies the whole frame, every segment, into `out`; its length, or
+    /// `None` when `out` is too short.
+    fn read_into(&self, out: &mut [u8]) -> Option<usize> {
+        let d = self.data();
+        out.get_mut(..d.len())?.copy_from_slice(d);
+        Some(d.len())
+    }
+}
+
+/// How a frame lies in its buffer ([`FrameBuf::layout`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout<'a> {
+    /// In one piece.
+    One(&'a [u8]),
+    /// In three segments, as a zero-copy sender sends a frame: its
+    /// headers, its payload, its pad and ICRC (not checked here: the
+    /// receiver parses the parts and falls back to the whole frame,
+    /// [`FrameBuf::read_into`], when they are cut elsewhere).
+    Three([&'a [u8]; 3]),
+    /// In some other number of segments: read it with
+    /// [`FrameBuf::read_into`].
+    Scattered,
 }
 
 /// One queue of a network port, as the engine's poll loop sees it.
@@ -77,5 +104,30 @@ pub trait Backend {
     /// Releases every frame in `frames` (a backend may do it in bulk).
     fn free_burst(&mut self, frames: &mut Burst<Self::Buf>) {
         frames.clear();
+    }
+
+    /// Whether this queue can send a frame whose payload stays in
+    /// registered memory ([`Backend::attach`]; default: no).
+    fn can_lend(&self) -> bool {
+        false
+    }
+
+    /// Zero-copy send: makes `frame`, which holds a frame's headers
+    /// (`head` bytes) followed by the rest of it (its pad and ICRC),
+    /// carry `len` bytes of the registered memory `mem` from byte
+    /// `offset` on between the two, without copying them; `mem` keeps
+    /// its bytes until the port has sent them. `false` (the default)
+    /// when the queue cannot, for this memory or now: nothing changed,
+    /// and the caller copies the payload in.
+    fn attach(
+        &mut self,
+        frame: &mut Self::Buf,
+        head: usize,
+        mem: &dyn core::any::Any,
+        offset: usize,
+        len: usize,
+    ) -> bool {
+        let _ = (frame, head, mem, offset, len);
+        false
     }
 }

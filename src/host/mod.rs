@@ -9,7 +9,7 @@ pub mod neigh;
 pub mod pump;
 
 use crate::time::Instant;
-use crate::transport::{Device, DeviceConfig, Error};
+use crate::transport::{Device, DeviceConfig, Error, Lent, TxFrame};
 use crate::wire::MacAddr;
 use core::net::IpAddr;
 use neigh::{Lookup, NeighConfig, Neighbours};
@@ -59,6 +59,22 @@ impl Endpoint for Host {
         self.neigh
             .poll_transmit(buf)
             .or_else(|| self.dev.poll_transmit(now, buf))
+    }
+
+    fn handle_parts(&mut self, now: Instant, head: &[u8], payload: &[u8], tail: &[u8]) -> bool {
+        // ARP and Neighbor Discovery never come in parts.
+        self.dev.handle_parts(now, head, payload, tail)
+    }
+
+    fn poll_transmit_parts(&mut self, now: Instant, buf: &mut [u8]) -> Option<TxFrame> {
+        match self.neigh.poll_transmit(buf) {
+            Some(len) => Some(TxFrame { len, lent: None }),
+            None => self.dev.poll_transmit_parts(now, buf),
+        }
+    }
+
+    fn lent(&self, l: &Lent) -> Option<(&dyn core::any::Any, &[u8])> {
+        Endpoint::lent(&self.dev, l)
     }
 
     fn poll_timeout(&self) -> Option<Instant> {

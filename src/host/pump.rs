@@ -3,9 +3,9 @@
 //! [`Host`](super::Host) with its neighbour table) and a [`Backend`] queue;
 //! the same function drives a DPDK port and a simulated host.
 
-use crate::backend::{Backend, Burst, FrameBuf};
+use crate::backend::{Backend, Burst, FrameBuf, Layout};
 use crate::time::Instant;
-use crate::transport::Device;
+use crate::transport::{Device, Lent, Lkey, TxFrame};
 
 pub use crate::transport::MAX_FRAME;
 
@@ -21,6 +21,26 @@ pub trait Endpoint {
     fn poll_timeout(&self) -> Option<Instant>;
     /// Runs the timers due at `now`.
     fn handle_timeout(&mut self, now: Instant);
+    /// Takes a frame received in three parts (headers, payload, pad and
+    /// ICRC); `false` when it cannot take it so (the default): the caller
+    /// hands it whole to [`Endpoint::handle`].
+    fn handle_parts(&mut self, now: Instant, head: &[u8], payload: &[u8], tail: &[u8]) -> bool {
+        let _ = (now, head, payload, tail);
+        false
+    }
+    /// [`Endpoint::poll_transmit`], for a port that can send a payload
+    /// from registered memory in place (zero-copy send); the default
+    /// writes whole frames.
+    fn poll_transmit_parts(&mut self, now: Instant, buf: &mut [u8]) -> Option<TxFrame> {
+        self.poll_transmit(now, buf)
+            .map(|len| TxFrame { len, lent: None })
+    }
+    /// The registered memory a [`Lent`] payload lies in, as the port
+    /// recognises it, and its bytes there.
+    fn lent(&self, l: &Lent) -> Option<(&dyn core::any::Any, &[u8])> {
+        let _ = l;
+        None
+    }
 }
 
 impl Endpoint for Device {
@@ -36,6 +56,26 @@ impl Endpoint for Device {
     fn handle_timeout(&mut self, now: Instant) {
         Device::handle_timeout(self, now)
     }
+    fn handle_parts(&mut self, now: Instant, head: &[u8], payload: &[u8], tail: &[u8]) -> bool {
+        Device::handle_parts(self, now, head, payload, tail)
+    }
+    fn poll_transmit_parts(&mut self, now: Instant, buf: &mut [u8]) -> Option<TxFrame> {
+        Device::poll_transmit_parts(self, now, buf)
+    }
+    fn lent(&self, l: &Lent) -> Option<(&dyn core::any::Any, &[u8])> {
+        lent_in(self, l.lkey, l.offset, l.len)
+    }
+}
+
+/// Region `lkey`'s lender and `len` of its bytes from `offset` on.
+fn lent_in(
+    dev: &Device,
+    lkey: Lkey,
+    offset: usize,
+    len: usize,
+) -> Option<(&dyn core::any::Any, &[u8])> {
+    let bytes = dev.mr(lkey)?.get(offset..offset.checked_add(len)?)?;
+    Some((dev.lender(lkey)?, bytes))
 }
 
 /// What one [`pump`] moved.
@@ -78,7 +118,11 @@ pub fn pump_with<E: Endpoint, B: Backend>(
     loop {
         let n = port.rx_burst(&mut rx);
         for f in rx.iter() {
-            dev.handle(now, f.data());
+            match f.layout() {
+                Layout::One(b) => dev.handle(now, b),
+                Layout::Three([h, p, t]) if dev.handle_parts(now, h, p, t) => {}
+                _ => handle_whole(dev, now, f),
+            }
         }
         port.free_burst(&mut rx);
         st.rx += n;
@@ -114,10 +158,22 @@ pub fn pump_with<E: Endpoint, B: Backend>(
                     b
                 }
             };
-            match dev.poll_transmit(now, b.data_mut()) {
-                Some(len) => {
-                    b.truncate(len);
-                    pending.push(b);
+            let frame = if port.can_lend() {
+                dev.poll_transmit_parts(now, b.data_mut())
+            } else {
+                dev.poll_transmit(now, b.data_mut())
+                    .map(|len| TxFrame { len, lent: None })
+            };
+            match frame {
+                Some(t) => {
+                    b.truncate(t.len);
+                    let whole = match t.lent {
+                        Some(l) => lend_or_copy(dev, port, &mut b, &l, t.len),
+                        None => true,
+                    };
+                    if whole {
+                        pending.push(b);
+                    }
                     pulled += 1;
                 }
                 None => {
@@ -135,4 +191,49 @@ pub fn pump_with<E: Endpoint, B: Backend>(
         }
     }
     st
+}
+
+/// A received frame in segments, read whole into a buffer on the stack
+/// (frames longer than [`MAX_FRAME`] are not RoCE a port takes).
+#[cold]
+fn handle_whole<E: Endpoint, F: FrameBuf>(dev: &mut E, now: Instant, f: &F) {
+    let mut whole = [0u8; MAX_FRAME];
+    if let Some(n) = f.read_into(&mut whole) {
+        dev.handle(now, &whole[..n]);
+    }
+}
+
+/// A frame whose payload the device left in its region: the port carries
+/// it from there, or (no room for the segment now, or memory it does not
+/// recognise) the payload is copied in between the headers and the tail,
+/// as a frame of a port that cannot lend. `false`: the frame could be
+/// made neither way and is not sent (the transport's recovery sends it
+/// again, as after a loss).
+fn lend_or_copy<E: Endpoint, B: Backend>(
+    dev: &E,
+    port: &mut B,
+    b: &mut B::Buf,
+    l: &Lent,
+    written: usize,
+) -> bool {
+    let Some((mem, bytes)) = dev.lent(l) else {
+        return false;
+    };
+    if port.attach(b, l.head, mem, l.offset, l.len) {
+        return true;
+    }
+    let mut tail = [0u8; 8];
+    let Some(t) = written.checked_sub(l.head).filter(|&t| t <= tail.len()) else {
+        return false;
+    };
+    tail[..t].copy_from_slice(&b.data()[l.head..written]);
+    b.truncate(l.head);
+    match b.append(l.len + t) {
+        Some(rest) => {
+            rest[..l.len].copy_from_slice(bytes);
+            rest[l.len..].copy_from_slice(&tail[..t]);
+            true
+        }
+        None => false,
+    }
 }

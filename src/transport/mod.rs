@@ -35,6 +35,7 @@ pub mod completer;
 pub mod congestion;
 pub mod connect;
 pub mod counters;
+mod lend;
 pub mod mr;
 pub mod path;
 pub mod qp;
@@ -49,10 +50,11 @@ pub mod wr;
 
 pub use congestion::{CongestionConfig, NpConfig};
 pub use counters::{QpCounters, RxCounters};
+pub use lend::{Lent, TxFrame};
 pub use mr::{Access, AccessError, Lkey, MrKeys, MrSpec, MrTable, PdId, Rkey};
 pub use path::Offload;
 pub use qp::{AddressVector, AttrMask, Mtu, QpAttr, QpState, QpType, Recovery};
-pub use requester::{Lent, QpConfig};
+pub use requester::QpConfig;
 pub use ud::{AhId, UdDest};
 pub use vlan::Vlan;
 pub use wr::{Payload, RecvWr, SendOp, SendWr, Sge, SgeList, Wc, WcOpcode, WcStatus, SGE_INLINE};
@@ -63,6 +65,7 @@ use crate::wire::int::Trailer;
 use crate::wire::{self, Ecn, Frame, MacAddr, Psn, Transport};
 use completer::{Outcome, RxEnv};
 use core::net::IpAddr;
+use lend::Lending;
 use mr::KeyMap;
 use path::Path;
 use requester::{Requester, SendWqe, TxEnv, TxOutcome};
@@ -427,24 +430,6 @@ fn flushed(qpn: u32, wr_id: u64, opcode: WcOpcode, len: u32) -> Wc {
         invalidated_rkey: None,
         src_qp: None,
     }
-}
-
-/// A frame [`Device::poll_transmit_parts`] wrote.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TxFrame {
-    /// Bytes written into the buffer: the whole frame, or, when its
-    /// payload is `lent`, its headers then its pad and ICRC.
-    pub len: usize,
-    /// Where the payload is when it was left in its region.
-    pub lent: Option<Lent>,
-}
-
-/// What a QP's transmit reads beyond the QP: the notification point's
-/// settings, what it may lend; and what it lent.
-struct Lending {
-    np: NpConfig,
-    min: Option<usize>,
-    lent: Option<Lent>,
 }
 
 /// One RoCE v2 endpoint running the RC transport.
@@ -1016,17 +1001,6 @@ impl Device {
         }
     }
 
-    /// [`Device::handle`] for a frame received in three parts, as a
-    /// zero-copy sender sends it ([`Frame::parse_parts`]): its headers,
-    /// its payload, its pad and ICRC. The payload is read where it is.
-    pub fn handle_parts(&mut self, now: Instant, head: &[u8], payload: &[u8], tail: &[u8]) {
-        self.rx.frames += 1;
-        match Frame::parse_parts(head, payload, tail) {
-            Ok(f) => self.accept(now, &f, &[]),
-            Err(e) => self.refuse(e),
-        }
-    }
-
     /// Counts a frame that did not parse.
     fn refuse(&mut self, e: wire::Error) {
         match e {
@@ -1257,32 +1231,6 @@ impl Device {
     /// leaves them in place).
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
         self.poll_frame(now, buf, None).map(|t| t.len)
-    }
-
-    /// As [`Device::poll_transmit`], for a port that can send a payload
-    /// from its region in place (zero-copy send, [`Device::set_zero_copy`]):
-    /// a frame may come back with its payload [`Lent`] rather than in
-    /// `buf`, which then holds its headers, pad and ICRC.
-    pub fn poll_transmit_parts(&mut self, now: Instant, buf: &mut [u8]) -> Option<TxFrame> {
-        self.poll_frame(now, buf, self.lend_min)
-    }
-
-    /// Lets request payloads of at least `min` bytes (`None`: none, the
-    /// default) leave from their memory region in place, with no copy,
-    /// when the region's memory is one the port can send from
-    /// ([`mr::RegionMemory::lender`]), the payload lies in one SGE and the QP's
-    /// frames carry no trailer. Only [`Device::poll_transmit_parts`] does.
-    /// As on a NIC, the application must leave a send's bytes unchanged
-    /// until its completion (IBTA §10.7.2.1: the buffer belongs to the
-    /// channel adapter until then).
-    pub fn set_zero_copy(&mut self, min: Option<usize>) {
-        self.lend_min = min;
-    }
-
-    /// Region `lkey`'s memory as its port sends from it in place: what a
-    /// [`Lent`] payload points into ([`mr::RegionMemory::lender`]).
-    pub fn lender(&self, lkey: Lkey) -> Option<&dyn core::any::Any> {
-        self.mrs.lender(lkey)
     }
 
     fn poll_frame(

@@ -19,7 +19,8 @@
 //! The completer half ([`super::completer`]) acknowledges, retries and
 //! completes; both share this state.
 
-use super::mr::{Access, Lkey, MrTable, PdId};
+use super::lend::Lent;
+use super::mr::{Access, MrTable, PdId};
 use super::path::{Packet, Path};
 use super::selective::Scoreboard;
 use super::sendlog::SendLog;
@@ -205,22 +206,6 @@ pub(crate) struct TxEnv<'a> {
     pub lend_min: Option<usize>,
     /// Set when the packet just written left its payload in place.
     pub lent: Option<Lent>,
-}
-
-/// A frame written with its payload left in its memory region (zero-copy
-/// send): the buffer holds the frame's headers (`head` bytes) and, right
-/// after them, its pad and ICRC; the payload is `len` bytes of region
-/// `lkey` from byte `offset` on, which the port sends between the two.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Lent {
-    /// The region's local key.
-    pub lkey: Lkey,
-    /// Where the payload starts in the region's bytes.
-    pub offset: usize,
-    /// The payload's length.
-    pub len: usize,
-    /// The headers' length: where the pad and ICRC start in the buffer.
-    pub head: usize,
 }
 
 /// Why the requester sent nothing.
