@@ -41,18 +41,21 @@ uint16_t ferroce_pktmbuf_headroom(const struct rte_mbuf *m) { return rte_pktmbuf
 uint16_t ferroce_pktmbuf_tailroom(const struct rte_mbuf *m) { return rte_pktmbuf_tailroom(m); }
 void ferroce_pktmbuf_reset(struct rte_mbuf *m) { rte_pktmbuf_reset(m); }
 
-struct rte_mbuf_ext_shared_info *ferroce_pktmbuf_ext_shinfo_init(void *buf_addr, uint16_t *buf_len,
-                                                                 rte_mbuf_extbuf_free_callback_t free_cb,
-                                                                 void *fcb_opaque)
+int ferroce_attach_lent(struct rte_mbuf *ext, void *addr, uint16_t len,
+                        rte_mbuf_extbuf_free_callback_t free_cb, void *fcb_opaque)
 {
-	return rte_pktmbuf_ext_shinfo_init_helper(buf_addr, buf_len, free_cb, fcb_opaque);
+	struct rte_mbuf_ext_shared_info *s;
+	if (rte_pktmbuf_tailroom(ext) < sizeof(*s))
+		return -1;
+	s = rte_pktmbuf_mtod(ext, struct rte_mbuf_ext_shared_info *);
+	s->free_cb = free_cb;
+	s->fcb_opaque = fcb_opaque;
+	rte_mbuf_ext_refcnt_set(s, 1);
+	rte_pktmbuf_attach_extbuf(ext, addr, (rte_iova_t)(uintptr_t)addr, len, s);
+	return rte_pktmbuf_append(ext, len) == NULL ? -1 : 0;
 }
 
-void ferroce_pktmbuf_attach_extbuf(struct rte_mbuf *m, void *buf_addr, uint64_t buf_iova,
-                                   uint16_t buf_len, struct rte_mbuf_ext_shared_info *shinfo)
-{
-	rte_pktmbuf_attach_extbuf(m, buf_addr, buf_iova, buf_len, shinfo);
-}
+int ferroce_pktmbuf_chain(struct rte_mbuf *head, struct rte_mbuf *tail) { return rte_pktmbuf_chain(head, tail); }
 
 uint64_t ferroce_mem_virt2iova(const void *addr) { return rte_mem_virt2iova(addr); }
 

@@ -38,12 +38,12 @@ uint16_t ferroce_pktmbuf_headroom(const struct rte_mbuf *m);
 uint16_t ferroce_pktmbuf_tailroom(const struct rte_mbuf *m);
 void ferroce_pktmbuf_reset(struct rte_mbuf *m);
 
-/* external (zero-copy) buffers */
-struct rte_mbuf_ext_shared_info *ferroce_pktmbuf_ext_shinfo_init(void *buf_addr, uint16_t *buf_len,
-                                                                 rte_mbuf_extbuf_free_callback_t free_cb,
-                                                                 void *fcb_opaque);
-void ferroce_pktmbuf_attach_extbuf(struct rte_mbuf *m, void *buf_addr, uint64_t buf_iova,
-                                   uint16_t buf_len, struct rte_mbuf_ext_shared_info *shinfo);
+/* external (zero-copy) buffers: `ext` (an empty mbuf) is attached to `len`
+ * bytes at `addr`, with a shared info block of refcount 1 made in ext's own,
+ * now unused, data room; returns 0, or -1 if that room is too small. */
+int ferroce_attach_lent(struct rte_mbuf *ext, void *addr, uint16_t len,
+                        rte_mbuf_extbuf_free_callback_t free_cb, void *fcb_opaque);
+int ferroce_pktmbuf_chain(struct rte_mbuf *head, struct rte_mbuf *tail);
 uint64_t ferroce_mem_virt2iova(const void *addr);
 
 /* rings */

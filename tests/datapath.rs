@@ -5,8 +5,8 @@
 
 use ferroce::backend::{Backend, Burst, FrameBuf};
 use ferroce::dpdk::{
-    self, DeviceSpec, Eal, EalOptions, HugepageMode, Mempool, MempoolOptions, Port, PortOptions,
-    QueueId,
+    self, DeviceSpec, DmaRegion, Eal, EalOptions, HugepageMode, Mempool, MempoolOptions, Port,
+    PortOptions, QueueId,
 };
 
 #[test]
@@ -152,8 +152,68 @@ fn ring_link_moves_frames(eal: &Eal, pool: &Mempool) {
     dpdk::free_burst(&mut tx);
     let s = a.stats().unwrap();
     assert_eq!(s.opackets, 32 + sent as u64);
+    lent_frames_cross_the_link(&mut qa, &mut qb);
     // Dropping both ends returns what sat in the ring to the pool.
     drop((qa, qb, a, b));
+}
+
+/// Zero-copy send over the link: a frame whose payload is an mbuf
+/// pointing into a region arrives in three segments holding the same
+/// bytes; the region counts it in flight until the receiver frees it, and
+/// a region dropped while a frame still points into it stays mapped.
+fn lent_frames_cross_the_link(qa: &mut dpdk::PortQueue, qb: &mut dpdk::PortQueue) {
+    use ferroce::backend::Layout;
+    assert!(qa.can_lend());
+    // Empty the ring the test above filled.
+    let mut rx: Burst<dpdk::Mbuf> = Burst::new();
+    while qb.rx_burst(&mut rx) > 0 {
+        qb.free_burst(&mut rx);
+    }
+    let mut region = DmaRegion::new(1 << 20).unwrap();
+    for (i, x) in region.as_mut_slice().iter_mut().enumerate() {
+        *x = (i % 251) as u8;
+    }
+    let send = |qa: &mut dpdk::PortQueue, region: &DmaRegion, offset: usize| {
+        let mut m = qa.alloc().unwrap();
+        let w = m.append(64 + 6).unwrap();
+        w[..64].fill(0xAB);
+        w[64..].fill(0xCD);
+        assert!(qa.attach(&mut m, 64, region, offset, 3000));
+        let mut tx: Burst<dpdk::Mbuf> = Burst::new();
+        tx.push(m);
+        assert_eq!(qa.tx_burst(&mut tx), 1);
+    };
+    let recv = |qb: &mut dpdk::PortQueue| {
+        let mut rx: Burst<dpdk::Mbuf> = Burst::new();
+        while qb.rx_burst(&mut rx) == 0 {}
+        rx
+    };
+    send(qa, &region, 1000);
+    assert_eq!(region.in_flight(), 1);
+    let mut rx = recv(qb);
+    let want: Vec<u8> = (1000..4000).map(|i| (i % 251) as u8).collect();
+    match rx[0].layout() {
+        Layout::Three([h, p, t]) => {
+            assert_eq!((h, p, t), (&[0xAB; 64][..], &want[..], &[0xCD; 6][..]));
+        }
+        other => panic!("a lent frame in three segments, not {other:?}"),
+    }
+    let mut whole = [0u8; 4096];
+    assert_eq!(rx[0].read_into(&mut whole), Some(64 + 3000 + 6));
+    qb.free_burst(&mut rx);
+    assert_eq!(region.in_flight(), 0);
+    // Memory that is not a DmaRegion is not attached.
+    let mut m = qa.alloc().unwrap();
+    m.append(70).unwrap();
+    assert!(!qa.attach(&mut m, 64, &vec![0u8; 4096], 0, 100));
+    assert_eq!(m.nb_segs(), 1);
+    // Dropped with a frame in flight: the frame still reads its bytes.
+    send(qa, &region, 0);
+    drop(region);
+    let mut rx = recv(qb);
+    let want: Vec<u8> = (0..3000).map(|i| (i % 251) as u8).collect();
+    assert!(matches!(rx[0].layout(), Layout::Three([_, p, _]) if p == &want[..]));
+    qb.free_burst(&mut rx);
 }
 
 fn bad_input_is_an_error(eal: &Eal, pool: &Mempool) {

@@ -3,7 +3,7 @@
 #![cfg(feature = "dpdk")]
 
 use super::ffi;
-use crate::backend::FrameBuf;
+use crate::backend::{FrameBuf, Layout};
 use std::ptr::NonNull;
 
 /// One DPDK packet buffer, owned: exactly one `Mbuf` refers to it.
@@ -197,6 +197,28 @@ impl FrameBuf for Mbuf {
             // Only the last segment can be trimmed; packets we build are single-segment.
             self.trim(cur - len);
         }
+    }
+    #[inline]
+    fn layout(&self) -> Layout<'_> {
+        match self.nb_segs() {
+            1 => Layout::One(self.data()),
+            3 => {
+                let mut s = self.segments();
+                match (s.next(), s.next(), s.next()) {
+                    (Some(a), Some(b), Some(c)) => Layout::Three([a, b, c]),
+                    _ => Layout::Scattered,
+                }
+            }
+            _ => Layout::Scattered,
+        }
+    }
+    fn read_into(&self, out: &mut [u8]) -> Option<usize> {
+        let mut n = 0;
+        for seg in self.segments() {
+            out.get_mut(n..n + seg.len())?.copy_from_slice(seg);
+            n += seg.len();
+        }
+        Some(n)
     }
 }
 

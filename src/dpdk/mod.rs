@@ -14,7 +14,10 @@
 //!   and tx bursts that keep the unsent;
 //! - [`TscClock`]: the TSC as a [`crate::time::Clock`];
 //! - [`lcore`]: pinning and registering datapath threads;
-//! - [`HugeMem`]: hugepage-backed memory for registered memory regions.
+//! - [`HugeMem`]: hugepage-backed memory for registered memory regions;
+//!   [`DmaRegion`]: the same that a port sends from in place (zero-copy
+//!   send: an mbuf attached to the region's bytes, chained behind the
+//!   headers).
 //!
 //! The option types ([`options`]) are plain data and exist without the
 //! `dpdk` feature too; everything else needs it. Every `unsafe` block
@@ -40,6 +43,7 @@ mod error;
 mod hugemem;
 mod intr;
 pub mod lcore;
+mod lend;
 mod mbuf;
 mod mempool;
 pub mod netdev;
@@ -51,6 +55,7 @@ pub use {
     eal::Eal,
     error::{Error, Result},
     hugemem::HugeMem,
+    lend::DmaRegion,
     mbuf::{free_burst, Mbuf},
     mempool::{Mempool, HEADROOM},
     port::{FrameLimit, LinkStatus, Port, PortId, PortQueue, PortStats, QueueId},

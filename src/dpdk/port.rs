@@ -6,10 +6,11 @@
 use super::eal::Eal;
 use super::error::{check, from_errno, Error, Result};
 use super::ffi;
+use super::lend::DmaRegion;
 use super::mbuf::{free_burst, Mbuf};
 use super::mempool::Mempool;
 use super::netdev;
-use super::options::{AfPacketArgs, DeviceSpec, PortOptions};
+use super::options::{AfPacketArgs, DeviceSpec, MempoolOptions, PortOptions};
 use crate::backend::{Backend, Burst, BURST};
 use crate::wire::MacAddr;
 use std::ffi::CString;
@@ -87,6 +88,12 @@ struct PortInner {
     /// For ring links: the rings both ends share, freed after both close.
     _link: Option<Arc<RingLink>>,
     pool: Mempool,
+    /// Small mbufs for the segments of frames sent in place (zero-copy
+    /// send: the one pointing into a region, the one holding the pad and
+    /// ICRC), made at the first such frame; `None` inside if that failed.
+    /// Kept apart from the frame pool so that these headers stay few and
+    /// close together in the cache.
+    segments: std::sync::OnceLock<Option<Mempool>>,
     _eal: Eal,
 }
 
@@ -130,6 +137,7 @@ impl Port {
             ring_drops: Default::default(),
             _link: None,
             pool: pool.clone(),
+            segments: Default::default(),
             _eal: eal.clone(),
         };
         inner.setup()?;
@@ -205,6 +213,7 @@ impl Port {
             ring_drops: Default::default(),
             _link: Some(rings.clone()),
             pool: pool.clone(),
+            segments: Default::default(),
             _eal: eal.clone(),
         };
         inner.setup()?;
@@ -403,6 +412,30 @@ impl Port {
 }
 
 impl PortInner {
+    /// The pool of segment mbufs ([`PortInner::segments`]), made on first
+    /// use: as many mbufs as the frame pool, 64 bytes of data room each.
+    fn segment_pool(&self) -> Option<&Mempool> {
+        self.segments
+            .get_or_init(|| {
+                let opts = MempoolOptions {
+                    mbufs: self.pool.size(),
+                    data_room: 64,
+                    ..MempoolOptions::default()
+                };
+                match Mempool::new(&self._eal, &format!("fsegs_{}", self.id.0), &opts) {
+                    Ok(p) => Some(p),
+                    Err(e) => {
+                        log::warn!(
+                            "port {}: no pool for zero-copy segments ({e}): payloads are copied",
+                            self.name
+                        );
+                        None
+                    }
+                }
+            })
+            .as_ref()
+    }
+
     fn setup(&self) -> Result<()> {
         let port = self.id.0;
         let mut info = ffi::rte_eth_dev_info::default();
@@ -657,5 +690,36 @@ impl Backend for PortQueue {
     #[inline]
     fn free_burst(&mut self, frames: &mut Burst<Mbuf>) {
         free_burst(frames);
+    }
+
+    /// A ring link's queues lend: the peer reads a chained mbuf's
+    /// segments by their addresses. A NIC would need the region
+    /// registered for DMA (`rte_extmem_register`, `rte_dev_dma_map`),
+    /// which ferroce does not do yet: its frames are copied.
+    fn can_lend(&self) -> bool {
+        self.port.0._link.is_some()
+    }
+
+    fn attach(
+        &mut self,
+        frame: &mut Mbuf,
+        head: usize,
+        mem: &dyn core::any::Any,
+        offset: usize,
+        len: usize,
+    ) -> bool {
+        let Some(region) = mem.downcast_ref::<DmaRegion>() else {
+            return false;
+        };
+        if !self.can_lend() {
+            return false;
+        }
+        let Some(pool) = self.port.0.segment_pool() else {
+            return false;
+        };
+        let (Some(ext), Some(tail)) = (pool.alloc(), pool.alloc()) else {
+            return false;
+        };
+        region.lend(frame, head, offset, len, ext, tail)
     }
 }

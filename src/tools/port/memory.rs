@@ -2,7 +2,7 @@
 //! ([`crate::dpdk::HugeMem`]), falling back to normal pages with a log
 //! line when the kernel has none free.
 
-use crate::dpdk::HugeMem;
+use crate::dpdk::{DmaRegion, HugeMem};
 use crate::transport::mr::RegionMemory;
 
 impl core::fmt::Debug for HugeMem {
@@ -21,6 +21,38 @@ impl RegionMemory for HugeMem {
     fn bytes_mut(&mut self) -> &mut [u8] {
         self.as_mut_slice()
     }
+}
+
+impl core::fmt::Debug for DmaRegion {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("DmaRegion")
+            .field("len", &self.as_slice().len())
+            .field("huge", &self.is_huge())
+            .finish()
+    }
+}
+
+/// Memory a port can send from in place: a payload in it leaves by
+/// reference when the device lets it (`Device::set_zero_copy`) and the
+/// port can (`Backend::can_lend`).
+impl RegionMemory for DmaRegion {
+    fn bytes(&self) -> &[u8] {
+        self.as_slice()
+    }
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        self.as_mut_slice()
+    }
+    fn lender(&self) -> Option<&dyn core::any::Any> {
+        Some(self)
+    }
+}
+
+/// A zeroed region of `len` bytes that a port can send from in place,
+/// on hugepages when there are any.
+pub fn lending_region(len: usize) -> Result<Box<dyn RegionMemory>, String> {
+    DmaRegion::new(len)
+        .map(|m| Box::new(m) as Box<dyn RegionMemory>)
+        .map_err(|e| e.to_string())
 }
 
 /// A zeroed region of `len` bytes on hugepages when there are any (a
