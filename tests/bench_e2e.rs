@@ -43,6 +43,7 @@ fn bench_e2e_prints_every_row_with_tiny_counts() {
         "engine 64 B WRITE, UDP socket backend",
         "bare DPDK echo, 138 B frames",
         "engine 64 KiB WRITE, DPDK, MTU 4096",
+        "the same, zero-copy send",
         "engine 64 KiB WRITE, UDP socket backend",
         "memcpy + CRC-32",
         "send-lat 64 B SEND ping-pong, DPDK",
@@ -51,6 +52,7 @@ fn bench_e2e_prints_every_row_with_tiny_counts() {
         "engine / UDP-backend 64 B message rate",
         "engine / bare-echo 64 B frame rate",
         "64 KiB goodput / copy+CRC-32 limit",
+        "64 KiB goodput, zero-copy send / copy+CRC-32",
         "send-lat / echo round trip, p50",
         "64 B WRITEs round-robin over N QPs, DPDK",
         "100 QPs / 1 QP message rate",
@@ -65,7 +67,14 @@ fn bench_e2e_prints_every_row_with_tiny_counts() {
     let v: serde_json::Value = serde_json::from_str(&o.stdout).expect("one JSON object");
     assert_eq!(v["rounds"].as_array().map(Vec::len), Some(1), "{v}");
     assert_eq!(v["rounds"][0]["engine_64"]["msgs"], 2000, "{v}");
-    assert_eq!(v["ratios"].as_array().map(Vec::len), Some(3), "{v}");
+    assert_eq!(v["ratios"].as_array().map(Vec::len), Some(4), "{v}");
+    // Zero-copy send: every request packet of the 20 64 KiB WRITEs (16
+    // each at MTU 4096) left from the region in place, and every byte
+    // landed (the run checks the target slots); the copying run lent none.
+    let r = &v["rounds"][0];
+    assert_eq!(r["engine_64k_zc"]["msgs"], 20, "{v}");
+    assert!(r["engine_64k_zc"]["lent"].as_u64() >= Some(20 * 16), "{v}");
+    assert_eq!(r["engine_64k"]["lent"], 0, "{v}");
     assert_eq!(v["send_lat"]["samples"], 100, "{v}");
     // The sweep: 1 and 100 QPs, every WRITE done, the heap counted by the
     // binary's allocator.

@@ -35,6 +35,7 @@ use crate::backend::{Backend, Burst, FrameBuf};
 use crate::host::pump::pump_with;
 use crate::time::{Clock, Duration, Instant};
 use crate::transport::connect::{connect_qp, ConnectParams};
+use crate::transport::mr::RegionMemory;
 use crate::transport::{
     Access, CqId, Device, DeviceConfig, MrKeys, MrSpec, Mtu, Payload, QpCaps, QpConfig, QpCounters,
     RecvWr, SendOp, SendWr, Sge, Wc, WcOpcode, WcStatus,
@@ -58,6 +59,10 @@ pub const BIG: usize = 64 << 10;
 pub const SLOTS: usize = 64;
 /// The chunk the copy+CRC ceiling works in: one path-MTU packet's payload.
 pub const CHUNK: usize = 4096;
+/// Payloads from this many bytes on leave by reference on a zero-copy
+/// engine: below it, copying into the frame costs less than the two
+/// extra mbufs of a chained frame.
+pub const ZERO_COPY_MIN: usize = 512;
 /// Receives each end keeps posted for the SEND ping-pong.
 const RECVS: usize = 16;
 
@@ -102,6 +107,19 @@ impl<T: FrameBuf> Engine<T> {
     /// entries and a region of `2 * SLOTS * BIG` bytes; errs when `p` is out
     /// of range.
     pub fn new(mac: MacAddr, ip: IpAddr, p: &QpParams) -> anyhow::Result<Engine<T>> {
+        Engine::with_memory(mac, ip, p, None)
+    }
+
+    /// [`Engine::new`] with its region in `mem` (`None`: a `Vec`); a
+    /// region that lends ([`RegionMemory::lender`]) makes the engine send
+    /// payloads from it in place over a port that can (zero-copy send),
+    /// from [`ZERO_COPY_MIN`] bytes on.
+    pub fn with_memory(
+        mac: MacAddr,
+        ip: IpAddr,
+        p: &QpParams,
+        mem: Option<Box<dyn RegionMemory>>,
+    ) -> anyhow::Result<Engine<T>> {
         anyhow::ensure!(
             p.sq_depth >= 1 && p.cq_mod >= 1 && p.cq_mod <= p.sq_depth,
             "the SQ depth must be at least 1 and cq_mod in 1..=depth"
@@ -109,7 +127,21 @@ impl<T: FrameBuf> Engine<T> {
         let mut dev = Device::new(DeviceConfig::new(mac, ip))?;
         let pd = dev.alloc_pd();
         let cq = dev.create_cq(4096)?;
-        let mr = dev.reg_mr(MrSpec::new(pd, 2 * SLOTS * BIG, Access::ALL))?;
+        let spec = MrSpec::new(pd, 2 * SLOTS * BIG, Access::ALL);
+        let mr = match mem {
+            Some(m) => {
+                anyhow::ensure!(
+                    m.bytes().len() == spec.len,
+                    "the region must be {} bytes",
+                    spec.len
+                );
+                if m.lender().is_some() {
+                    dev.set_zero_copy(Some(ZERO_COPY_MIN));
+                }
+                dev.reg_mr_memory(spec, m)?
+            }
+            None => dev.reg_mr(spec)?,
+        };
         let caps = QpCaps {
             max_send_wr: p.sq_depth.max(4),
             max_recv_wr: 2 * RECVS as u32,
@@ -519,6 +551,9 @@ pub struct Rate {
     pub secs: f64,
     /// Request packets sent again (go-back-N).
     pub retransmitted: u64,
+    /// Request packets whose payload left from the region in place
+    /// (zero-copy send).
+    pub lent: u64,
     /// Whether the run finished its count (false: the time limit cut it).
     pub complete: bool,
 }
@@ -675,6 +710,7 @@ impl<C: Clock + Sync, G> Run<'_, C, G> {
             bytes: completed * u64::from(size),
             secs: took.as_secs_f64(),
             retransmitted: da.retransmitted_pkts - ca.retransmitted_pkts,
+            lent: da.lent_pkts - ca.lent_pkts,
             complete: completed >= count,
         })
     }
@@ -757,6 +793,7 @@ impl<C: Clock + Sync, G> Run<'_, C, G> {
             bytes: received * frame_len as u64,
             secs: took.as_secs_f64(),
             retransmitted: 0,
+            lent: 0,
             complete: received >= count,
         })
     }
@@ -867,6 +904,7 @@ pub fn copy_crc<C: Clock>(
         bytes: n * msg as u64,
         secs: took.as_secs_f64(),
         retransmitted: 0,
+        lent: 0,
         complete: n >= count,
     }
 }
@@ -957,6 +995,13 @@ mod dpdk_run {
         let mut xa = Engine::new(mac_a, ip_a, p)?;
         let mut xb = Engine::new(mac_b, ip_b, p)?;
         connect(&mut xa, &mut xb, p.mtu)?;
+        // b,z: the same goodput run, the writer sending from its region
+        // in place (zero-copy send).
+        let lending = crate::tools::port::memory::lending_region(2 * SLOTS * BIG)
+            .map_err(|e| anyhow::anyhow!("a zero-copy region: {e}"))?;
+        let mut za = Engine::with_memory(mac_a, ip_a, p, Some(lending))?;
+        let mut zb = Engine::new(mac_b, ip_b, p)?;
+        connect(&mut za, &mut zb, p.mtu)?;
         let src: Vec<u8> = (0..SLOTS * BIG).map(|i| (i * 7 + 3) as u8).collect();
         let mut dst = vec![0u8; SLOTS * BIG];
         let frame_len = write_frame_len(64);
@@ -1013,6 +1058,14 @@ mod dpdk_run {
                 p,
                 r,
             )?;
+            rd.engine_64k_zc = run.write_rate(
+                (&mut za, &mut qa),
+                (&mut zb, &mut qb),
+                BIG as u32,
+                big,
+                p,
+                r,
+            )?;
             rd.udp_64k = run.write_rate(
                 (&mut xa, &mut ua),
                 (&mut xb, &mut ub),
@@ -1030,21 +1083,7 @@ mod dpdk_run {
             lat.extend(l);
             rtt.extend(e);
             ulat.extend(u);
-            for (name, all) in [
-                ("engine 64 B WRITE, DPDK", rd.engine_64.complete),
-                ("engine 64 B WRITE, UDP", rd.udp_64.complete),
-                ("bare echo", rd.echo.complete),
-                ("memcpy + CRC-32", rd.copy_crc.complete),
-                ("engine 64 KiB WRITE, DPDK", rd.engine_64k.complete),
-                ("engine 64 KiB WRITE, UDP", rd.udp_64k.complete),
-                ("send-lat, DPDK", all_l),
-                ("echo round trip", all_e),
-                ("send-lat, UDP", all_u),
-            ] {
-                if !all {
-                    rep.cut_short.push(format!("round {round}: {name}"));
-                }
-            }
+            rep.note_cut_short(round, &rd, [all_l, all_e, all_u]);
             rep.rounds.push(rd);
         }
         rep.send_lat = Latency::of(lat);
@@ -1052,7 +1091,7 @@ mod dpdk_run {
         rep.udp_send_lat = Latency::of(ulat);
         // The engines' buffers go back to the pool before the sweep's
         // engines take the ports.
-        drop((ea, eb));
+        drop((ea, eb, za, zb));
         let (a, b) = ((mac_a, ip_a), (mac_b, ip_b));
         rep.qp_sweep = run.qp_sweep(&mut qa, &mut qb, a, b, p, opts.max_qps, opts.msgs)?;
         rep.summarise();

@@ -275,6 +275,7 @@ impl<C: Clock + Sync, G> Run<'_, C, G> {
             bytes: completed * u64::from(SIZE),
             secs: took.as_secs_f64(),
             retransmitted: da.retransmitted_pkts - ca.retransmitted_pkts,
+            lent: 0,
             complete: completed >= count,
         })
     }

@@ -43,17 +43,21 @@ pub struct Round {
     pub copy_crc: Rate,
     /// b: 64 KiB WRITEs over DPDK.
     pub engine_64k: Rate,
+    /// b,z: the same, the writer sending from its region in place
+    /// (zero-copy send).
+    pub engine_64k_zc: Rate,
     /// b over UDP.
     pub udp_64k: Rate,
 }
 
 impl Round {
     /// The three ratios the targets are about.
-    fn ratios(&self) -> [f64; 3] {
+    fn ratios(&self) -> [f64; 4] {
         [
             self.engine_64.msgs_per_s() / self.udp_64.msgs_per_s(),
             self.engine_64.frames_per_s() / self.echo.frames_per_s(),
             self.engine_64k.gbit_per_s() / self.copy_crc.gbit_per_s(),
+            self.engine_64k_zc.gbit_per_s() / self.copy_crc.gbit_per_s(),
         ]
     }
 }
@@ -103,14 +107,39 @@ pub struct E2eReport {
 }
 
 /// The targets: engine / UDP message rate, engine / echo frame rate,
-/// goodput / copy+CRC.
-pub const TARGETS: [(&str, f64); 3] = [
+/// goodput / copy+CRC, with the payload copied and sent in place.
+pub const TARGETS: [(&str, f64); 4] = [
     ("engine / UDP-backend 64 B message rate", 10.0),
     ("engine / bare-echo 64 B frame rate", 0.5),
     ("64 KiB goodput / copy+CRC-32 limit", 0.7),
+    ("64 KiB goodput, zero-copy send / copy+CRC-32", 0.6),
 ];
 
 impl E2eReport {
+    /// Notes each run of round `round` that the time limit cut short; `lat`:
+    /// whether the DPDK send-lat, echo and UDP send-lat runs finished.
+    pub fn note_cut_short(&mut self, round: usize, rd: &Round, lat: [bool; 3]) {
+        for (name, all) in [
+            ("engine 64 B WRITE, DPDK", rd.engine_64.complete),
+            ("engine 64 B WRITE, UDP", rd.udp_64.complete),
+            ("bare echo", rd.echo.complete),
+            ("memcpy + CRC-32", rd.copy_crc.complete),
+            ("engine 64 KiB WRITE, DPDK", rd.engine_64k.complete),
+            (
+                "engine 64 KiB WRITE, DPDK, zero-copy",
+                rd.engine_64k_zc.complete,
+            ),
+            ("engine 64 KiB WRITE, UDP", rd.udp_64k.complete),
+            ("send-lat, DPDK", lat[0]),
+            ("echo round trip", lat[1]),
+            ("send-lat, UDP", lat[2]),
+        ] {
+            if !all {
+                self.cut_short.push(format!("round {round}: {name}"));
+            }
+        }
+    }
+
     /// Fills the ratios from the rounds.
     pub fn summarise(&mut self) {
         self.ratios = TARGETS
@@ -243,6 +272,18 @@ impl E2eReport {
             col(&|r| r.engine_64k.gbit_per_s()),
             "Gbit/s",
             format!("goodput, {} retransmitted", retrans(&|r| &r.engine_64k)),
+        );
+        row(
+            "b,z",
+            "the same, zero-copy send".into(),
+            col(&|r| r.engine_64k_zc.gbit_per_s()),
+            "Gbit/s",
+            format!(
+                "goodput, {} of {} frames (both ways) sent from the region in place, {} retransmitted",
+                self.rounds.iter().map(|r| r.engine_64k_zc.lent).sum::<u64>(),
+                self.rounds.iter().map(|r| r.engine_64k_zc.frames).sum::<u64>(),
+                retrans(&|r| &r.engine_64k_zc)
+            ),
         );
         row(
             "b,c",
