@@ -50,7 +50,7 @@ pub mod wr;
 
 pub use congestion::{CongestionConfig, NpConfig};
 pub use counters::{QpCounters, RxCounters};
-pub use lend::{Lent, TxFrame};
+pub use lend::{Lent, TxFrame, ZERO_COPY_MIN};
 pub use mr::{Access, AccessError, Lkey, MrKeys, MrSpec, MrTable, PdId, Rkey};
 pub use path::Offload;
 pub use qp::{AddressVector, AttrMask, Mtu, QpAttr, QpState, QpType, Recovery};

@@ -300,6 +300,11 @@ pub struct ContextConfig {
     pub resolve_timeout: Duration,
     /// The port's 802.1Q VLAN: every frame tagged, other VLANs dropped.
     pub vlan: Option<transport::Vlan>,
+    /// Zero-copy send: request payloads of at least this many bytes leave
+    /// from their region in place, where `region_alloc` gives memory a
+    /// port can send from and the port can
+    /// (`crate::backend::Backend::can_lend`); `None`: always copied.
+    pub zero_copy_min: Option<usize>,
 }
 
 impl ContextConfig {
@@ -320,6 +325,7 @@ impl ContextConfig {
             region_alloc: heap_region,
             resolve_timeout: Duration::from_secs(3),
             vlan: None,
+            zero_copy_min: None,
         }
     }
 }
@@ -384,6 +390,7 @@ impl<B: Backend> Context<B> {
         dc.congestion = cfg.congestion;
         dc.port_mtu = active_mtu;
         let mut host = Host::new(dc, cfg.neigh)?;
+        host.dev.set_zero_copy(cfg.zero_copy_min);
         for &(ip, mac) in &cfg.static_neigh {
             host.neigh.add_static(ip.to_canonical(), mac);
         }

@@ -254,6 +254,10 @@ pub struct End<B> {
     pub ip: Ipv4Addr,
     /// The largest frame the port carries.
     pub max_frame: usize,
+    /// Zero-copy send from this end ([`ContextConfig::zero_copy_min`]),
+    /// with its regions from this allocator, one a port can send from in
+    /// place; `None`: the tools' regions as given, payloads copied.
+    pub zero_copy: Option<crate::verbs::RegionAlloc>,
 }
 
 /// Runs the tools, a's end the server (in a thread of its own, which
@@ -280,6 +284,10 @@ where
         let mut cc = ContextConfig::new(e.mac, e.ip.into());
         cc.max_frame = e.max_frame;
         cc.region_alloc = region_alloc;
+        if let Some(lending) = e.zero_copy {
+            cc.region_alloc = lending;
+            cc.zero_copy_min = Some(crate::transport::ZERO_COPY_MIN);
+        }
         cc
     };
     let (ca, cb) = (open(&a), open(&b));
@@ -367,6 +375,7 @@ mod tests {
             mac: MacAddr([2, 0, 0, 0, 0, last]),
             ip: Ipv4Addr::new(198, 18, 0, last),
             max_frame: 4352,
+            zero_copy: None,
         };
         let mut out = Vec::new();
         let ok = run_tools(

@@ -145,15 +145,19 @@ fn two_ports(cfg: &Config) -> Result<bool> {
     }
     if cfg.tools.run {
         use super::{run_tools, End};
-        let end = |queue, port: &Port, ip| -> Result<End<dpdk::PortQueue>> {
-            Ok(End {
-                queue,
-                mac: port.mac()?,
-                ip,
-                max_frame: port.frame_limit()?.max_frame,
-            })
-        };
-        let (ea, eb) = (end(qa, pa, ca.ip)?, end(qb, pb, cb.ip)?);
+        let end =
+            |queue, port: &Port, pc: &crate::config::PortConfig| -> Result<End<dpdk::PortQueue>> {
+                Ok(End {
+                    queue,
+                    mac: port.mac()?,
+                    ip: pc.ip,
+                    max_frame: port.frame_limit()?.max_frame,
+                    zero_copy: pc.zero_copy.then_some(
+                        crate::tools::port::memory::lending_region as crate::verbs::RegionAlloc,
+                    ),
+                })
+            };
+        let (ea, eb) = (end(qa, pa, ca)?, end(qb, pb, cb)?);
         // Each end's thread where its port's `core` says, else free.
         match cb.core {
             Some(core) => dpdk::lcore::pin_current_thread(core)?,

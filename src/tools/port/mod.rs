@@ -125,6 +125,10 @@ pub fn on_port<W: OnContext>(
     cc.max_frame = limit.max_frame;
     cc.frame_source = limit.source.clone();
     cc.region_alloc = memory::hugepage_region;
+    if pc.zero_copy {
+        cc.region_alloc = memory::lending_region;
+        cc.zero_copy_min = Some(crate::transport::ZERO_COPY_MIN);
+    }
     cc.resolve_timeout = crate::time::Duration::from_secs(10);
     cc.vlan = pc.vlan();
     cc.congestion = cfg

@@ -59,10 +59,6 @@ pub const BIG: usize = 64 << 10;
 pub const SLOTS: usize = 64;
 /// The chunk the copy+CRC ceiling works in: one path-MTU packet's payload.
 pub const CHUNK: usize = 4096;
-/// Payloads from this many bytes on leave by reference on a zero-copy
-/// engine: below it, copying into the frame costs less than the two
-/// extra mbufs of a chained frame.
-pub const ZERO_COPY_MIN: usize = 512;
 /// Receives each end keeps posted for the SEND ping-pong.
 const RECVS: usize = 16;
 
@@ -113,7 +109,7 @@ impl<T: FrameBuf> Engine<T> {
     /// [`Engine::new`] with its region in `mem` (`None`: a `Vec`); a
     /// region that lends ([`RegionMemory::lender`]) makes the engine send
     /// payloads from it in place over a port that can (zero-copy send),
-    /// from [`ZERO_COPY_MIN`] bytes on.
+    /// from [`crate::transport::ZERO_COPY_MIN`] bytes on.
     pub fn with_memory(
         mac: MacAddr,
         ip: IpAddr,
@@ -136,7 +132,7 @@ impl<T: FrameBuf> Engine<T> {
                     spec.len
                 );
                 if m.lender().is_some() {
-                    dev.set_zero_copy(Some(ZERO_COPY_MIN));
+                    dev.set_zero_copy(Some(crate::transport::ZERO_COPY_MIN));
                 }
                 dev.reg_mr_memory(spec, m)?
             }
