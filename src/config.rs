@@ -313,8 +313,8 @@ pub struct PortConfig {
     /// Priority code point (802.1p priority, 0..=7) of the VLAN's tags.
     #[serde(default)]
     pub vlan_pcp: u8,
-    /// `zero_copy`: send request payloads of 512 bytes or more from their
-    /// memory region in place, an mbuf pointing into the region, rather
+    /// `zero_copy`: send SEND, WRITE and READ response payloads of 512
+    /// bytes or more from their memory region in place, an mbuf pointing into the region, rather
     /// than copied into the frame; default false. Only where the port can
     /// (an in-process ring link today); elsewhere payloads are copied.
     #[serde(default)]

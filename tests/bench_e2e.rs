@@ -97,7 +97,7 @@ fn bench_e2e_prints_every_row_with_tiny_counts() {
 }
 
 /// `zero_copy = true` on both ring ports: the demo's tools send their
-/// SEND and WRITE payloads from the regions in place (the counters say
+/// SEND, WRITE and READ response payloads from the regions in place (the counters say
 /// how many), every byte is still verified, and b's capture, which
 /// records the chained frames whole, decodes with every ICRC right.
 #[test]
@@ -121,10 +121,26 @@ fn the_demo_tools_send_in_place_with_zero_copy_ports() {
     );
     assert!(o.ok() && o.stdout.contains("demo OK"), "{}", o.all());
     // write-bw: 200 WRITEs of 64 KiB, 16 packets each, all from b's region.
-    let wb = o.stdout.split("== write-bw").nth(1).expect("a write-bw section");
+    let wb = o
+        .stdout
+        .split("== write-bw")
+        .nth(1)
+        .expect("a write-bw section");
     assert!(wb.contains("lent_pkts=3200"), "{}", o.all());
+    // read-bw: a answers 200 READs of 64 KiB from its region in place.
+    let rb = o
+        .stdout
+        .split("== read-bw")
+        .nth(1)
+        .expect("a read-bw section");
+    let rb = rb.split("== ").next().unwrap_or_default();
+    assert!(rb.contains("lent_pkts=3200"), "{}", o.all());
     // pingpong: 200 SENDs of 4096 B each way.
-    let pp = o.stdout.split("== pingpong").nth(1).expect("a pingpong section");
+    let pp = o
+        .stdout
+        .split("== pingpong")
+        .nth(1)
+        .expect("a pingpong section");
     let pp = pp.split("== ").next().unwrap_or_default();
     assert_eq!(pp.matches("lent_pkts=200").count(), 2, "{}", o.all());
     assert!(o.stdout.contains(" 0 icrc bad, 0 malformed"), "{}", o.all());

@@ -68,8 +68,14 @@ fn end(mac: MacAddr, last: u8, lends: bool) -> End {
 /// Two connected ends; `a` lends payloads of at least `min` bytes when
 /// `min` is set.
 fn pair(mtu: Mtu, min: Option<usize>) -> (End, End) {
+    pair_lending(mtu, min, None)
+}
+
+/// Two connected ends, each lending payloads of at least its minimum.
+fn pair_lending(mtu: Mtu, min: Option<usize>, b_min: Option<usize>) -> (End, End) {
     let mut a = end(MAC_A, 1, min.is_some());
-    let mut b = end(MAC_B, 2, false);
+    let mut b = end(MAC_B, 2, b_min.is_some());
+    b.dev.set_zero_copy(b_min);
     let p = ConnectParams {
         mtu,
         ..ConnectParams::default()
@@ -85,9 +91,16 @@ fn pair(mtu: Mtu, min: Option<usize>) -> (End, End) {
 /// wire carries it), and how many were lent. `b` takes lent frames in
 /// parts.
 fn shuttle(a: &mut End, b: &mut End) -> (Vec<Vec<u8>>, usize) {
+    let (sent, lent, _) = shuttle_both(a, b);
+    (sent, lent)
+}
+
+/// [`shuttle`], with every frame `b` sent too, whole.
+fn shuttle_both(a: &mut End, b: &mut End) -> (Vec<Vec<u8>>, usize, Vec<Vec<u8>>) {
     let now = ferroce::time::Instant::ZERO;
     let mut buf = vec![0u8; 9216];
     let mut sent = Vec::new();
+    let mut b_sent = Vec::new();
     let mut lent = 0;
     loop {
         let mut moved = false;
@@ -109,12 +122,24 @@ fn shuttle(a: &mut End, b: &mut End) -> (Vec<Vec<u8>>, usize) {
                 }
             }
         }
-        while let Some(n) = b.dev.poll_transmit(now, &mut buf) {
+        while let Some(t) = b.dev.poll_transmit_parts(now, &mut buf) {
             moved = true;
-            a.dev.handle(now, &buf[..n]);
+            match t.lent {
+                Some(l) => {
+                    let region = b.dev.mr(l.lkey).unwrap();
+                    let payload = &region[l.offset..l.offset + l.len];
+                    let (head, tail) = (&buf[..l.head], &buf[l.head..t.len]);
+                    assert!(a.dev.handle_parts(now, head, payload, tail));
+                    b_sent.push([head, payload, tail].concat());
+                }
+                None => {
+                    a.dev.handle(now, &buf[..t.len]);
+                    b_sent.push(buf[..t.len].to_vec());
+                }
+            }
         }
         if !moved {
-            return (sent, lent);
+            return (sent, lent, b_sent);
         }
     }
 }
@@ -323,4 +348,35 @@ fn a_port_that_cannot_attach_gets_the_payload_copied_in() {
     assert_eq!(b.dev.rx_counters().icrc_errors, 0);
     let src = &a.dev.mr(a.mr.lkey).unwrap()[100..9100];
     assert_eq!(&b.dev.mr(b.mr.lkey).unwrap()[4096..4096 + 9000], src);
+}
+
+#[test]
+fn read_responses_leave_from_the_region_as_a_copying_responder_writes_them() {
+    for mtu in [Mtu::Mtu1024, Mtu::Mtu4096] {
+        let (mut a, mut b) = pair(mtu, None);
+        let (mut za, mut zb) = pair_lending(mtu, None, Some(1));
+        for (x, y) in [(&mut a, &b), (&mut za, &zb)] {
+            for (i, len) in [1u32, 3, 600, 4096, 9001].into_iter().enumerate() {
+                let read = SendOp::Read {
+                    remote_addr: y.mr.addr + 20_000 * i as u64 + 5,
+                    rkey: y.mr.rkey,
+                };
+                let wr = SendWr::new(
+                    i as u64,
+                    read,
+                    Payload::sge(sge(x, 200_000 * i as u64, len)),
+                );
+                x.dev.post_send(x.qp, wr).unwrap();
+            }
+        }
+        let (_, _, copied) = shuttle_both(&mut a, &mut b);
+        let (_, _, zero) = shuttle_both(&mut za, &mut zb);
+        assert_eq!(copied, zero, "the responder's frames at {mtu:?}");
+        let lent = zb.dev.qp_counters(zb.qp).unwrap().lent_pkts as usize;
+        // Every READ response packet carries a payload: all were lent.
+        assert_eq!(lent, zero.len(), "at {mtu:?}");
+        assert_eq!(completions(&mut za).len(), 5);
+        assert_eq!(za.dev.mr(za.mr.lkey), a.dev.mr(a.mr.lkey), "at {mtu:?}");
+        assert_eq!(za.dev.rx_counters().icrc_errors, 0);
+    }
 }

@@ -163,10 +163,10 @@ counters! {
         /// Selective repeat: READ responses and atomic acknowledgements
         /// taken ahead of an unanswered READ or atomic before them.
         sr_responses_ahead,
-        /// Request packets written with their payload left in its region
-        /// for the port to send from there (zero-copy send,
-        /// `Device::set_zero_copy`), not copied into the frame (a port that
-        /// then cannot attach it copies it in after all).
+        /// Packets (requests, READ responses) written with their payload
+        /// left in its region for the port to send from there (zero-copy
+        /// send, `Device::set_zero_copy`), not copied into the frame (a
+        /// port that then cannot attach it copies it in after all).
         lent_pkts,
     }
 }

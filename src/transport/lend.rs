@@ -60,8 +60,9 @@ impl Device {
         self.poll_frame(now, buf, self.lend_min)
     }
 
-    /// Lets request payloads of at least `min` bytes (`None`: none, the
-    /// default) leave from their memory region in place, with no copy,
+    /// Lets SEND, WRITE and READ response payloads of at least `min` bytes
+    /// (`None`: none, the default) leave from their memory region in
+    /// place, with no copy,
     /// when the region's memory is one the port can send from
     /// ([`super::mr::RegionMemory::lender`]), the payload lies in one SGE and the QP's
     /// frames carry no trailer. Only [`Device::poll_transmit_parts`] does.

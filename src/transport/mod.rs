@@ -1342,7 +1342,7 @@ impl Device {
                 qp.paced_wait = true;
                 return None;
             }
-            if let Some(len) = qp.resp.poll(path, mtu, mrs, &mut qp.counters, buf) {
+            if let Some(len) = qp.resp.poll(path, mtu, mrs, &mut qp.counters, buf, lend) {
                 if let Some(code) = qp.resp.take_failure() {
                     // That NAK was the last word: nothing queued after it.
                     qp.resp.clear_output();

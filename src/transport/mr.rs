@@ -496,6 +496,20 @@ impl MrTable {
         Some((p.lkey, o, &mr.mem.bytes()[o..o + len as usize]))
     }
 
+    /// [`MrTable::lendable`] for a READ response: `len` bytes at `va` of
+    /// region `rkey`, which `pd` may read remotely.
+    pub fn lendable_remote(
+        &self,
+        rkey: Rkey,
+        pd: PdId,
+        va: u64,
+        len: u64,
+    ) -> Option<(Lkey, usize, &[u8])> {
+        let (mr, o) = self.check(rkey, pd, va, len, Access::REMOTE_READ).ok()?;
+        mr.mem.lender()?;
+        Some((rkey, o, &mr.mem.bytes()[o..o + len as usize]))
+    }
+
     /// Region `key`'s memory as its port sends from it in place
     /// ([`RegionMemory::lender`]).
     pub fn lender(&self, key: Lkey) -> Option<&dyn core::any::Any> {

@@ -36,6 +36,7 @@
 //! an ACK never overtakes the READ response before it; consecutive ACKs
 //! coalesce into the last one.
 
+use super::lend::{Lending, Lent};
 use super::mr::{Access, AtomicOp, MrTable, PdId};
 use super::path::{Packet, Path};
 use super::requester::packets;
@@ -779,14 +780,16 @@ impl Responder {
         self.res.push_back(r);
     }
 
-    /// Writes the next response into `buf`.
-    pub fn poll(
+    /// Writes the next response into `buf`; a READ response's payload
+    /// may stay in its region ([`Lending`]: zero-copy send).
+    pub(super) fn poll(
         &mut self,
         path: &Path,
         mtu: u32,
         mrs: &MrTable,
         counters: &mut QpCounters,
         buf: &mut [u8],
+        lend: &mut Lending,
     ) -> Option<usize> {
         let pd = self.pd;
         let echo = path.int.then_some(Trailer::Echo(self.int_echo));
@@ -856,11 +859,29 @@ impl Responder {
                 };
                 let (rk, at) = (*rkey, *va);
                 let mut read = Ok(());
-                let n = path.emit(&p, len as usize, buf, |dst| {
-                    if !dst.is_empty() {
-                        read = mrs.read_remote(rk, pd, at, dst);
+                let lendable = match lend.min {
+                    Some(min) if len as usize >= min.max(1) && path.lends() => {
+                        mrs.lendable_remote(rk, pd, at, len)
                     }
-                })?;
+                    _ => None,
+                };
+                let n = if let Some((lkey, offset, bytes)) = lendable {
+                    let (head, n) = path.emit_parts(&p, bytes, buf)?;
+                    lend.lent = Some(Lent {
+                        lkey,
+                        offset,
+                        len: len as usize,
+                        head,
+                    });
+                    counters.lent_pkts += 1;
+                    n
+                } else {
+                    path.emit(&p, len as usize, buf, |dst| {
+                        if !dst.is_empty() {
+                            read = mrs.read_remote(rk, pd, at, dst);
+                        }
+                    })?
+                };
                 if read.is_err() {
                     // The region went away (deregistered or invalidated)
                     // after the request was checked: a NAK remote access
@@ -875,7 +896,7 @@ impl Responder {
                     };
                     counters.resp_remote_access_errors += 1;
                     self.failed = Some(code);
-                    return self.poll(path, mtu as u32, mrs, counters, buf);
+                    return self.poll(path, mtu as u32, mrs, counters, buf, lend);
                 }
                 if last {
                     self.out.pop_front();
