@@ -4,8 +4,10 @@
 //! wired back to back in virtual time: after a warm-up, thousands of
 //! posts, frames, acknowledgements and completions of each kind (64 B and
 //! 4 KiB WRITEs, SENDs into reposted receives, READs) must not allocate
-//! once. The loads run twice: with frames moved from one device straight
-//! into the other, then through the engine's pump and a loopback backend
+//! once. The loads run three times: with frames moved from one device
+//! straight into the other, the same with every payload left in its
+//! region (zero-copy send, taken in parts by the receiver), then through
+//! the engine's pump and a loopback backend
 //! (its bursts, frame buffers from the backend's pool, its queues), as a
 //! host's poll loop moves them. (The engine's memory per QP is measured
 //! by `ferroce bench e2e`'s QP sweep.)
@@ -52,11 +54,20 @@ struct End {
 }
 
 impl End {
-    fn new(mac: MacAddr, last: u8, n: usize, caps: QpCaps) -> End {
+    /// `lends`: the region lends its memory and zero-copy send is on for
+    /// every payload.
+    fn new(mac: MacAddr, last: u8, n: usize, caps: QpCaps, lends: bool) -> End {
         let mut dev = Device::new(DeviceConfig::new(mac, ip(last))).unwrap();
         let pd = dev.alloc_pd();
         let cq = dev.create_cq(1 << 16).unwrap();
-        let mr = dev.reg_mr(MrSpec::new(pd, REGION, Access::ALL)).unwrap();
+        let spec = MrSpec::new(pd, REGION, Access::ALL);
+        let mr = if lends {
+            dev.set_zero_copy(Some(1));
+            dev.reg_mr_memory(spec, Box::new(Lends(vec![0; REGION])))
+        } else {
+            dev.reg_mr(spec)
+        }
+        .unwrap();
         let qps = (0..n)
             .map(|_| dev.create_qp(pd, cq, cq, caps).unwrap())
             .collect();
@@ -78,10 +89,26 @@ impl End {
     }
 }
 
+/// Region memory a port could send from in place (zero-copy send).
+#[derive(Debug)]
+struct Lends(Vec<u8>);
+
+impl ferroce::transport::mr::RegionMemory for Lends {
+    fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut self.0
+    }
+    fn lender(&self) -> Option<&dyn core::any::Any> {
+        Some(self)
+    }
+}
+
 /// `a`'s and `b`'s QPs connected pairwise at path MTU 1024.
-fn pair(n: usize, caps: QpCaps) -> (End, End) {
-    let mut a = End::new(MAC_A, 1, n, caps);
-    let mut b = End::new(MAC_B, 2, n, caps);
+fn pair(n: usize, caps: QpCaps, lends: bool) -> (End, End) {
+    let mut a = End::new(MAC_A, 1, n, caps, lends);
+    let mut b = End::new(MAC_B, 2, n, caps, lends);
     let p = ConnectParams {
         mtu: Mtu::Mtu1024,
         ..ConnectParams::default()
@@ -107,8 +134,15 @@ fn one_way(from: &mut Device, to: &mut Device, now: Instant, buf: &mut [u8]) -> 
         from.handle_timeout(now);
     }
     let mut moved = false;
-    while let Some(n) = from.poll_transmit(now, buf) {
-        to.handle(now, &buf[..n]);
+    while let Some(t) = from.poll_transmit_parts(now, buf) {
+        match t.lent {
+            // Zero-copy send: the payload is read where it lies.
+            Some(l) => {
+                let payload = &from.mr(l.lkey).unwrap()[l.offset..l.offset + l.len];
+                assert!(to.handle_parts(now, &buf[..l.head], payload, &buf[l.head..t.len]));
+            }
+            None => to.handle(now, &buf[..t.len]),
+        }
         moved = true;
     }
     moved
@@ -308,10 +342,19 @@ fn main() {
 fn the_datapath_and_the_pump_allocate_nothing_in_steady_state() {
     counter_is_live();
     {
-        let (mut a, mut b) = pair(4, QpCaps::default());
+        let (mut a, mut b) = pair(4, QpCaps::default(), false);
         no_allocation_in(&mut load(&mut a, &mut b, None), "devices");
     }
-    let (mut a, mut b) = pair(4, QpCaps::default());
+    {
+        let (mut a, mut b) = pair(4, QpCaps::default(), true);
+        no_allocation_in(&mut load(&mut a, &mut b, None), "zero-copy");
+        assert!(
+            a.dev.counters().lent_pkts >= 3 * 22_000,
+            "{}",
+            a.dev.counters()
+        );
+    }
+    let (mut a, mut b) = pair(4, QpCaps::default(), false);
     let ports = Some(Ports::new());
     no_allocation_in(&mut load(&mut a, &mut b, ports), "pump");
 }

@@ -875,8 +875,20 @@ mod tests {
             (Op::RdmaWriteOnly, true),
             (Op::SendMiddle, false),
         ] {
-            for len in [1usize, 2, 3, 4, 61, 1024] {
+            for (len, v6) in [1usize, 2, 3, 4, 61, 1024]
+                .into_iter()
+                .flat_map(|l| [(l, false), (l, true)])
+            {
                 let mut r = base(Opcode::rc(op));
+                if v6 {
+                    r.ip = IpRepr::v6(
+                        "fd00::1".parse().unwrap(),
+                        "fd00::2".parse().unwrap(),
+                        26,
+                        Ecn::Ect0,
+                        0x12345,
+                    );
+                }
                 if reth {
                     r.ext.reth = Some(RethRepr {
                         va: 0x1000,
@@ -893,7 +905,7 @@ mod tests {
                 let (head, rest) = buf[..n].split_at(h);
                 let (pl, tail) = rest.split_at(len);
                 let parts = Frame::parse_parts(head, pl, tail).unwrap();
-                assert!(parts.icrc_ok(), "{op:?} {len}");
+                assert!(parts.icrc_ok(), "{op:?} {len} v6 {v6}");
                 assert_eq!(parts.payload, whole.payload);
                 assert_eq!(parts.len(), whole.len());
                 assert_eq!(
