@@ -29,6 +29,9 @@ use ferroce::transport::*;
 use ferroce::wire::MacAddr;
 use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
 
+mod common;
+use common::lends::Lends;
+
 #[global_allocator]
 static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
@@ -86,22 +89,6 @@ impl End {
             length: len,
             lkey: self.mr.lkey,
         }
-    }
-}
-
-/// Region memory a port could send from in place (zero-copy send).
-#[derive(Debug)]
-struct Lends(Vec<u8>);
-
-impl ferroce::transport::mr::RegionMemory for Lends {
-    fn bytes(&self) -> &[u8] {
-        &self.0
-    }
-    fn bytes_mut(&mut self) -> &mut [u8] {
-        &mut self.0
-    }
-    fn lender(&self) -> Option<&dyn core::any::Any> {
-        Some(self)
     }
 }
 

@@ -13,29 +13,15 @@
 use core::net::IpAddr;
 
 use ferroce::transport::connect::{connect_qp, ConnectParams};
-use ferroce::transport::mr::RegionMemory;
 use ferroce::transport::*;
 use ferroce::wire::{Frame, MacAddr};
+
+mod common;
+use common::lends::Lends;
 
 const MAC_A: MacAddr = MacAddr([2, 0, 0, 0, 0, 1]);
 const MAC_B: MacAddr = MacAddr([2, 0, 0, 0, 0, 2]);
 const REGION: usize = 1 << 20;
-
-/// Region memory that a port could send from in place.
-#[derive(Debug)]
-struct Lends(Vec<u8>);
-
-impl RegionMemory for Lends {
-    fn bytes(&self) -> &[u8] {
-        &self.0
-    }
-    fn bytes_mut(&mut self) -> &mut [u8] {
-        &mut self.0
-    }
-    fn lender(&self) -> Option<&dyn core::any::Any> {
-        Some(self)
-    }
-}
 
 fn ip(last: u8) -> IpAddr {
     IpAddr::from([198, 18, 0, last])
@@ -97,51 +83,41 @@ fn shuttle(a: &mut End, b: &mut End) -> (Vec<Vec<u8>>, usize) {
 
 /// [`shuttle`], with every frame `b` sent too, whole.
 fn shuttle_both(a: &mut End, b: &mut End) -> (Vec<Vec<u8>>, usize, Vec<Vec<u8>>) {
-    let now = ferroce::time::Instant::ZERO;
-    let mut buf = vec![0u8; 9216];
-    let mut sent = Vec::new();
-    let mut b_sent = Vec::new();
+    let (mut sent, mut b_sent) = (Vec::new(), Vec::new());
     let mut lent = 0;
     loop {
-        let mut moved = false;
-        while let Some(t) = a.dev.poll_transmit_parts(now, &mut buf) {
-            moved = true;
-            match t.lent {
-                Some(l) => {
-                    lent += 1;
-                    assert!(a.dev.lender(l.lkey).is_some());
-                    let region = a.dev.mr(l.lkey).unwrap();
-                    let payload = &region[l.offset..l.offset + l.len];
-                    let (head, tail) = (&buf[..l.head], &buf[l.head..t.len]);
-                    assert!(b.dev.handle_parts(now, head, payload, tail));
-                    sent.push([head, payload, tail].concat());
-                }
-                None => {
-                    b.dev.handle(now, &buf[..t.len]);
-                    sent.push(buf[..t.len].to_vec());
-                }
-            }
-        }
-        while let Some(t) = b.dev.poll_transmit_parts(now, &mut buf) {
-            moved = true;
-            match t.lent {
-                Some(l) => {
-                    let region = b.dev.mr(l.lkey).unwrap();
-                    let payload = &region[l.offset..l.offset + l.len];
-                    let (head, tail) = (&buf[..l.head], &buf[l.head..t.len]);
-                    assert!(a.dev.handle_parts(now, head, payload, tail));
-                    b_sent.push([head, payload, tail].concat());
-                }
-                None => {
-                    a.dev.handle(now, &buf[..t.len]);
-                    b_sent.push(buf[..t.len].to_vec());
-                }
-            }
-        }
-        if !moved {
+        let n = (sent.len(), b_sent.len());
+        lent += one_way(&mut a.dev, &mut b.dev, &mut sent);
+        one_way(&mut b.dev, &mut a.dev, &mut b_sent);
+        if (sent.len(), b_sent.len()) == n {
             return (sent, lent, b_sent);
         }
     }
+}
+
+/// Every frame `from` has, into `to`, a lent one in its three parts;
+/// each frame whole in `log`. Returns how many were lent.
+fn one_way(from: &mut Device, to: &mut Device, log: &mut Vec<Vec<u8>>) -> usize {
+    let now = ferroce::time::Instant::ZERO;
+    let mut buf = [0u8; 9216];
+    let mut lent = 0;
+    while let Some(t) = from.poll_transmit_parts(now, &mut buf) {
+        match t.lent {
+            Some(l) => {
+                lent += 1;
+                assert!(from.lender(l.lkey).is_some());
+                let payload = &from.mr(l.lkey).unwrap()[l.offset..l.offset + l.len];
+                let (head, tail) = (&buf[..l.head], &buf[l.head..t.len]);
+                assert!(to.handle_parts(now, head, payload, tail));
+                log.push([head, payload, tail].concat());
+            }
+            None => {
+                to.handle(now, &buf[..t.len]);
+                log.push(buf[..t.len].to_vec());
+            }
+        }
+    }
+    lent
 }
 
 fn sge(e: &End, at: u64, len: u32) -> Sge {

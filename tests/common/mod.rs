@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod frames;
+pub mod lends;
 pub mod oracle;
 
 use std::io::Read;
