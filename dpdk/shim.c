@@ -37,6 +37,16 @@ uint16_t ferroce_pktmbuf_data_len(const struct rte_mbuf *m) { return rte_pktmbuf
 uint32_t ferroce_pktmbuf_pkt_len(const struct rte_mbuf *m) { return rte_pktmbuf_pkt_len(m); }
 uint16_t ferroce_pktmbuf_nb_segs(const struct rte_mbuf *m) { return m->nb_segs; }
 struct rte_mbuf *ferroce_pktmbuf_next(const struct rte_mbuf *m) { return m->next; }
+
+uint16_t ferroce_pktmbuf_segs(const struct rte_mbuf *m, const void **addr, uint16_t *len, uint16_t max)
+{
+	uint16_t i = 0;
+	for (const struct rte_mbuf *s = m; s != NULL && i < max; s = s->next, i++) {
+		addr[i] = rte_pktmbuf_mtod(s, const void *);
+		len[i] = s->data_len;
+	}
+	return m->nb_segs;
+}
 uint16_t ferroce_pktmbuf_headroom(const struct rte_mbuf *m) { return rte_pktmbuf_headroom(m); }
 uint16_t ferroce_pktmbuf_tailroom(const struct rte_mbuf *m) { return rte_pktmbuf_tailroom(m); }
 void ferroce_pktmbuf_reset(struct rte_mbuf *m) { rte_pktmbuf_reset(m); }

@@ -200,15 +200,21 @@ impl FrameBuf for Mbuf {
     }
     #[inline]
     fn layout(&self) -> Layout<'_> {
-        match self.nb_segs() {
-            1 => Layout::One(self.data()),
-            3 => {
-                let mut s = self.segments();
-                match (s.next(), s.next(), s.next()) {
-                    (Some(a), Some(b), Some(c)) => Layout::Three([a, b, c]),
-                    _ => Layout::Scattered,
-                }
-            }
+        let mut addr = [std::ptr::null::<libc::c_void>(); 3];
+        let mut len = [0u16; 3];
+        // SAFETY: self owns a valid chain; the shim writes at most 3
+        // entries of each array.
+        let n = unsafe {
+            ffi::ferroce_pktmbuf_segs(self.ptr(), addr.as_mut_ptr(), len.as_mut_ptr(), 3)
+        };
+        // SAFETY: each address is a segment's data, valid for its length
+        // while the chain (ours, borrowed with self) lives.
+        let seg = |i: usize| unsafe {
+            std::slice::from_raw_parts(addr[i] as *const u8, usize::from(len[i]))
+        };
+        match n {
+            1 => Layout::One(seg(0)),
+            3 => Layout::Three([seg(0), seg(1), seg(2)]),
             _ => Layout::Scattered,
         }
     }

@@ -193,13 +193,15 @@ pub fn pump_with<E: Endpoint, B: Backend>(
     st
 }
 
-/// A received frame in segments, read whole into a buffer on the stack
-/// (frames longer than [`MAX_FRAME`] are not RoCE a port takes).
+/// A received frame in segments, read whole into a buffer on the stack.
+/// One longer than [`MAX_FRAME`] is no frame a port takes: its first
+/// segment alone goes in, which the endpoint counts as malformed.
 #[cold]
 fn handle_whole<E: Endpoint, F: FrameBuf>(dev: &mut E, now: Instant, f: &F) {
     let mut whole = [0u8; MAX_FRAME];
-    if let Some(n) = f.read_into(&mut whole) {
-        dev.handle(now, &whole[..n]);
+    match f.read_into(&mut whole) {
+        Some(n) => dev.handle(now, &whole[..n]),
+        None => dev.handle(now, f.data()),
     }
 }
 

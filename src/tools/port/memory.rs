@@ -50,6 +50,9 @@ impl RegionMemory for DmaRegion {
 /// A zeroed region of `len` bytes that a port can send from in place,
 /// on hugepages when there are any.
 pub fn lending_region(len: usize) -> Result<Box<dyn RegionMemory>, String> {
+    if len == 0 {
+        return Ok(Box::new(Vec::new()));
+    }
     DmaRegion::new(len)
         .map(|m| Box::new(m) as Box<dyn RegionMemory>)
         .map_err(|e| e.to_string())
@@ -78,5 +81,10 @@ mod tests {
         r.bytes_mut()[(3 << 20) - 1] = 7;
         assert_eq!(r.bytes()[(3 << 20) - 1], 7);
         assert!(hugepage_region(0).unwrap().bytes().is_empty());
+        let mut r = lending_region(1 << 20).unwrap();
+        assert!(r.lender().is_some());
+        r.bytes_mut()[7] = 1;
+        assert_eq!(r.bytes()[7], 1);
+        assert!(lending_region(0).unwrap().bytes().is_empty());
     }
 }
