@@ -316,7 +316,7 @@ pub struct PortConfig {
     /// `zero_copy`: send SEND, WRITE and READ response payloads of 512
     /// bytes or more from their memory region in place, an mbuf pointing into the region, rather
     /// than copied into the frame; default false. Only where the port can
-    /// (an in-process ring link today); elsewhere payloads are copied.
+    /// (an in-process ring link or net_memif); elsewhere payloads are copied.
     #[serde(default)]
     pub zero_copy: bool,
 }

@@ -692,12 +692,13 @@ impl Backend for PortQueue {
         free_burst(frames);
     }
 
-    /// A ring link's queues lend: the peer reads a chained mbuf's
-    /// segments by their addresses. A NIC would need the region
+    /// A ring link's queues lend (the peer reads a chained mbuf's
+    /// segments by their addresses), and net_memif's (it copies each
+    /// segment into its shared buffers). A NIC would need the region
     /// registered for DMA (`rte_extmem_register`, `rte_dev_dma_map`),
     /// which ferroce does not do yet: its frames are copied.
     fn can_lend(&self) -> bool {
-        self.port.0._link.is_some()
+        self.port.0._link.is_some() || self.port.0.memif
     }
 
     fn attach(
