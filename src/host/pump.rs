@@ -5,7 +5,7 @@
 
 use crate::backend::{Backend, Burst, FrameBuf, Layout};
 use crate::time::Instant;
-use crate::transport::{Device, Lent, Lkey, TxFrame};
+use crate::transport::{Device, Lent, TxFrame};
 
 pub use crate::transport::MAX_FRAME;
 
@@ -63,19 +63,8 @@ impl Endpoint for Device {
         Device::poll_transmit_parts(self, now, buf)
     }
     fn lent(&self, l: &Lent) -> Option<(&dyn core::any::Any, &[u8])> {
-        lent_in(self, l.lkey, l.offset, l.len)
+        Device::lent(self, l)
     }
-}
-
-/// Region `lkey`'s lender and `len` of its bytes from `offset` on.
-fn lent_in(
-    dev: &Device,
-    lkey: Lkey,
-    offset: usize,
-    len: usize,
-) -> Option<(&dyn core::any::Any, &[u8])> {
-    let bytes = dev.mr(lkey)?.get(offset..offset.checked_add(len)?)?;
-    Some((dev.lender(lkey)?, bytes))
 }
 
 /// What one [`pump`] moved.

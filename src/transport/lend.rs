@@ -8,7 +8,8 @@
 //! business (`crate::backend::Backend::attach`).
 
 use super::mr::Lkey;
-use super::{Device, NpConfig};
+use super::path::{Packet, Path};
+use super::{Device, NpConfig, QpCounters};
 use crate::time::Instant;
 use crate::wire::Frame;
 
@@ -45,10 +46,39 @@ pub struct TxFrame {
 
 /// What a QP's transmit reads beyond the QP: the notification point's
 /// settings, what it may lend; and what it lent.
-pub(super) struct Lending {
+pub(crate) struct Lending {
     pub np: NpConfig,
     pub min: Option<usize>,
     pub lent: Option<Lent>,
+}
+
+impl Lending {
+    /// Whether a payload of `len` bytes on `path` may leave in place.
+    pub fn wants(&self, len: usize, path: &Path) -> bool {
+        self.min.is_some_and(|min| len >= min.max(1)) && path.lends()
+    }
+
+    /// Writes packet `p` with its payload left in its region (`bytes`,
+    /// from `offset` of region `lkey`, as `MrTable::lendable` found it),
+    /// notes it lent and counts it; the frame's length.
+    pub fn emit(
+        &mut self,
+        path: &Path,
+        p: &Packet,
+        (lkey, offset, bytes): (Lkey, usize, &[u8]),
+        buf: &mut [u8],
+        counters: &mut QpCounters,
+    ) -> Option<usize> {
+        let (head, n) = path.emit_parts(p, bytes, buf)?;
+        self.lent = Some(Lent {
+            lkey,
+            offset,
+            len: bytes.len(),
+            head,
+        });
+        counters.lent_pkts += 1;
+        Some(n)
+    }
 }
 
 impl Device {
@@ -70,6 +100,12 @@ impl Device {
     /// until its completion (its buffers are the channel adapter's until then).
     pub fn set_zero_copy(&mut self, min: Option<usize>) {
         self.lend_min = min;
+    }
+
+    /// Where a [`Lent`] payload lies: its region's memory as the port
+    /// recognises it ([`super::mr::RegionMemory::lender`]) and the bytes.
+    pub fn lent(&self, l: &Lent) -> Option<(&dyn core::any::Any, &[u8])> {
+        self.mrs.lent(l.lkey, l.offset, l.len)
     }
 
     /// Region `lkey`'s memory as its port sends from it in place: what a

@@ -1371,12 +1371,9 @@ impl Device {
             window: qp.cc.window_bytes(),
             mrs,
             counters: &mut qp.counters,
-            lend_min: lend.min,
-            lent: None,
+            lend: &mut *lend,
         };
-        let outcome = qp.req.poll(&mut env, now, buf);
-        lend.lent = env.lent;
-        match outcome {
+        match qp.req.poll(&mut env, now, buf) {
             TxOutcome::Sent(len) => {
                 Self::paced(qp, now, len);
                 Some(len)

@@ -510,6 +510,19 @@ impl MrTable {
         Some((rkey, o, &mr.mem.bytes()[o..o + len as usize]))
     }
 
+    /// Region `key`'s memory as its port sends from it in place and
+    /// `len` of its bytes from `offset` on, in one lookup.
+    pub fn lent(
+        &self,
+        key: Lkey,
+        offset: usize,
+        len: usize,
+    ) -> Option<(&dyn core::any::Any, &[u8])> {
+        let mem = &self.mrs.get(&key)?.mem;
+        let bytes = mem.bytes().get(offset..offset.checked_add(len)?)?;
+        Some((mem.lender()?, bytes))
+    }
+
     /// Region `key`'s memory as its port sends from it in place
     /// ([`RegionMemory::lender`]).
     pub fn lender(&self, key: Lkey) -> Option<&dyn core::any::Any> {

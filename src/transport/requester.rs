@@ -19,7 +19,7 @@
 //! The completer half ([`super::completer`]) acknowledges, retries and
 //! completes; both share this state.
 
-use super::lend::Lent;
+use super::lend::Lending;
 use super::mr::{Access, MrTable, PdId};
 use super::path::{Packet, Path};
 use super::selective::Scoreboard;
@@ -200,12 +200,9 @@ pub(crate) struct TxEnv<'a> {
     pub window: Option<u64>,
     pub mrs: &'a MrTable,
     pub counters: &'a mut QpCounters,
-    /// Zero-copy send: payloads of at least this many bytes leave from
-    /// their region in place where they can ([`MrTable::lendable`]);
-    /// `None`: every payload is copied into the frame.
-    pub lend_min: Option<usize>,
-    /// Set when the packet just written left its payload in place.
-    pub lent: Option<Lent>,
+    /// Zero-copy send: what may leave from its region in place
+    /// ([`MrTable::lendable`]), and what the packet just written lent.
+    pub lend: &'a mut Lending,
 }
 
 /// Why the requester sent nothing.
@@ -556,22 +553,14 @@ impl Requester {
         pkt.ack_req = ack_req;
         let off = k as u64 * mtu as u64;
         let (mrs, pd) = (env.mrs, env.pd);
-        let lendable = match (&w.wr.payload, env.lend_min) {
-            (Payload::Sges(s), Some(min)) if payload_len >= min.max(1) && env.path.lends() => {
+        let lendable = match &w.wr.payload {
+            Payload::Sges(s) if env.lend.wants(payload_len, env.path) => {
                 mrs.lendable(pd, s, off, payload_len as u64)
             }
             _ => None,
         };
-        let n = if let Some((lkey, offset, bytes)) = lendable {
-            let (head, n) = env.path.emit_parts(&pkt, bytes, buf)?;
-            env.lent = Some(Lent {
-                lkey,
-                offset,
-                len: payload_len,
-                head,
-            });
-            env.counters.lent_pkts += 1;
-            n
+        let n = if let Some(l) = lendable {
+            env.lend.emit(env.path, &pkt, l, buf, env.counters)?
         } else {
             let mut gathered = Ok(());
             let n = env

@@ -36,7 +36,7 @@
 //! an ACK never overtakes the READ response before it; consecutive ACKs
 //! coalesce into the last one.
 
-use super::lend::{Lending, Lent};
+use super::lend::Lending;
 use super::mr::{Access, AtomicOp, MrTable, PdId};
 use super::path::{Packet, Path};
 use super::requester::packets;
@@ -859,22 +859,13 @@ impl Responder {
                 };
                 let (rk, at) = (*rkey, *va);
                 let mut read = Ok(());
-                let lendable = match lend.min {
-                    Some(min) if len as usize >= min.max(1) && path.lends() => {
-                        mrs.lendable_remote(rk, pd, at, len)
-                    }
-                    _ => None,
+                let lendable = if lend.wants(len as usize, path) {
+                    mrs.lendable_remote(rk, pd, at, len)
+                } else {
+                    None
                 };
-                let n = if let Some((lkey, offset, bytes)) = lendable {
-                    let (head, n) = path.emit_parts(&p, bytes, buf)?;
-                    lend.lent = Some(Lent {
-                        lkey,
-                        offset,
-                        len: len as usize,
-                        head,
-                    });
-                    counters.lent_pkts += 1;
-                    n
+                let n = if let Some(l) = lendable {
+                    lend.emit(path, &p, l, buf, counters)?
                 } else {
                     path.emit(&p, len as usize, buf, |dst| {
                         if !dst.is_empty() {
