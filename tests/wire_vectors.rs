@@ -269,3 +269,37 @@ fn every_arp_frame_of_the_captures_re_emits_exactly() {
     }
     assert!(n >= 10, "only {n} ARP frames in the captures");
 }
+
+/// Steering a received frame to its QP's datapath reads only the headers:
+/// for every frame of the captures it names the QP the full parse names,
+/// or none for a frame that is not RoCE (ARP, other traffic), from the
+/// headers alone, and no prefix of any frame makes it panic.
+#[test]
+fn peek_dest_qp_names_the_qp_of_every_captured_frame() {
+    use ferroce::wire::frame::peek_dest_qp;
+    let (mut roce, mut other) = (0, 0);
+    for c in captures() {
+        for (i, bytes) in c.frames.iter().enumerate() {
+            let at = format!("{} frame {}", c.name, i + 1);
+            match Frame::parse(bytes) {
+                Ok(f) => {
+                    roce += 1;
+                    assert_eq!(peek_dest_qp(bytes), Some(f.dest_qp()), "{at}");
+                    // The headers are enough (a zero-copy frame's first part).
+                    let head = bytes.len() - f.payload.len() - f.pad as usize - 4;
+                    assert_eq!(peek_dest_qp(&bytes[..head]), Some(f.dest_qp()), "{at}");
+                }
+                Err(Error::NotRoce) => {
+                    other += 1;
+                    assert_eq!(peek_dest_qp(bytes), None, "{at}");
+                }
+                Err(e) => panic!("{at}: {e}"),
+            }
+            for n in 0..bytes.len().min(80) {
+                let _ = peek_dest_qp(&bytes[..n]);
+            }
+        }
+    }
+    assert_eq!(roce, 729);
+    assert!(other > 0, "the captures hold ARP frames too");
+}

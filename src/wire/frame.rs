@@ -410,6 +410,52 @@ fn locate(frame: &[u8], avail: usize) -> Result<(usize, usize, usize)> {
     Ok((l3, udp, end))
 }
 
+/// The BTH destination QP of a frame that looks like RoCE v2 (Ethernet,
+/// an optional 802.1Q tag, IPv4 without options or IPv6, UDP to port 4791,
+/// A17 §17.3), read from its headers in `head` alone; `None` for anything
+/// else (ARP, Neighbor Discovery, other UDP, fragments, a short head).
+///
+/// Nothing else is checked (lengths, checksums, the ICRC): this is for
+/// steering a received frame to the datapath that owns its QP, which then
+/// parses it in full ([`Frame::parse`]) and counts what is wrong with it.
+#[inline]
+pub fn peek_dest_qp(head: &[u8]) -> Option<u32> {
+    let eth = head.first_chunk::<14>()?;
+    let (ethertype, l3) = match be16(eth, 12) {
+        ethernet::ETHERTYPE_VLAN => {
+            let t = head.get(16..18)?;
+            (u16::from_be_bytes([t[0], t[1]]), ethernet::HEADER_LEN_VLAN)
+        }
+        t => (t, ethernet::HEADER_LEN),
+    };
+    let udp = match ethertype {
+        ethernet::ETHERTYPE_IPV4 => {
+            let h = head.get(l3..)?.first_chunk::<20>()?;
+            let plain = h[0] == 0x45 && h[9] == ipv4::PROTO_UDP;
+            if !plain || be16(h, 6) & 0x1FFF != 0 {
+                return None;
+            }
+            l3 + ipv4::HEADER_LEN
+        }
+        ethernet::ETHERTYPE_IPV6 => {
+            let h = head.get(l3..)?.first_chunk::<40>()?;
+            if h[0] >> 4 != 6 || h[6] != ipv4::PROTO_UDP {
+                return None;
+            }
+            l3 + ipv6::HEADER_LEN
+        }
+        _ => return None,
+    };
+    let d = head
+        .get(udp..)?
+        .first_chunk::<{ udp::HEADER_LEN + bth::HEADER_LEN }>()?;
+    if be16(d, 2) != ROCE_UDP_PORT {
+        return None;
+    }
+    let b = udp::HEADER_LEN;
+    Some(u32::from_be_bytes([0, d[b + 5], d[b + 6], d[b + 7]]))
+}
+
 impl<'a> Frame<'a> {
     /// Takes a whole Ethernet frame (without FCS) apart and checks its
     /// structure (the rules at the top of this module); bytes after the IP
@@ -1025,6 +1071,43 @@ mod tests {
         u.eth.vlan = None;
         let m = u.emit(b"hello", &mut buf).unwrap();
         assert_eq!(Frame::parse(&buf[..m]).unwrap().vlan(), None);
+    }
+
+    /// The steering peek reads the QP through a VLAN tag and over IPv6,
+    /// and names none for IPv4 with options, a fragment or another port.
+    #[test]
+    fn peek_dest_qp_reads_tagged_ipv6_and_refuses_what_is_not_plain_roce() {
+        let mut r = base(Opcode::rc(Op::SendOnly));
+        r.bth.dest_qp = 0x00AB_CDEF;
+        let mut buf = [0u8; 256];
+        let n = r.emit(b"hello", &mut buf).unwrap();
+        assert_eq!(peek_dest_qp(&buf[..n]), Some(0x00AB_CDEF));
+        let mut g = buf[..n].to_vec();
+        g[14] = 0x46; // IHL 6: options, which RoCE v2 frames never carry
+        assert_eq!(peek_dest_qp(&g), None);
+        let mut g = buf[..n].to_vec();
+        g[14 + 7] = 1; // a later fragment
+        assert_eq!(peek_dest_qp(&g), None);
+        let mut g = buf[..n].to_vec();
+        g[14 + 20 + 3] ^= 1; // UDP port 4790
+        assert_eq!(peek_dest_qp(&g), None);
+        r.ip = IpRepr::v6(
+            "fd18::1".parse().unwrap(),
+            "fd18::2".parse().unwrap(),
+            0,
+            Ecn::NotEct,
+            7,
+        );
+        r.eth.vlan = Some(VlanTag {
+            pcp: 0,
+            dei: false,
+            vid: 5,
+        });
+        r.eth.ethertype = ethernet::ETHERTYPE_IPV6;
+        let n = r.emit(b"hello", &mut buf).unwrap();
+        assert_eq!(peek_dest_qp(&buf[..n]), Some(0x00AB_CDEF));
+        assert_eq!(peek_dest_qp(&buf[..18 + 40 + 8 + 11]), None);
+        assert_eq!(peek_dest_qp(&buf[..18 + 40 + 8 + 12]), Some(0x00AB_CDEF));
     }
 
     #[test]
