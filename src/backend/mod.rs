@@ -15,6 +15,7 @@ pub mod clock;
 pub mod fabric;
 pub mod loopback;
 pub mod poll;
+pub mod steer;
 pub mod udp;
 
 pub use clock::WallClock;

@@ -55,6 +55,11 @@ pub struct NeighConfig {
     /// Entries known from the start, never aged, resolved or replaced
     /// (`ip neigh add ADDR lladdr MAC nud permanent`): IPv4 or IPv6.
     pub statics: Vec<(IpAddr, MacAddr)>,
+    /// Whether requests and solicitations for our addresses are answered
+    /// (default). A port split over several datapaths answers from its
+    /// first only; the others learn from the copies of the frames it is
+    /// sent (`crate::backend::steer`).
+    pub answer: bool,
 }
 
 impl Default for NeighConfig {
@@ -65,6 +70,7 @@ impl Default for NeighConfig {
             max_probes: 3,
             failed_for: Duration::from_secs(3),
             statics: Vec::new(),
+            answer: true,
         }
     }
 }
@@ -363,7 +369,8 @@ impl Neighbours {
         if (known || for_us) && arp.spa != Ipv4Addr::UNSPECIFIED {
             self.refresh(spa, arp.sha, now);
         }
-        if let Some(reply) = arp.reply(self.mac, arp.tpa).filter(|_| for_us) {
+        let answer = for_us && self.cfg.answer;
+        if let Some(reply) = arp.reply(self.mac, arp.tpa).filter(|_| answer) {
             self.out.push_back(Out::Arp {
                 to: reply.tha,
                 arp: reply,
@@ -382,7 +389,8 @@ impl Neighbours {
                 if let (false, Some(mac)) = (nd.src.is_unspecified(), lladdr) {
                     self.refresh(IpAddr::V6(nd.src), mac, now);
                 }
-                if let Some(reply) = nd.reply(self.mac, vlan::tag_of(self.vlan)) {
+                let reply = nd.reply(self.mac, vlan::tag_of(self.vlan));
+                if let Some(reply) = reply.filter(|_| self.cfg.answer) {
                     self.out.push_back(Out::Nd(reply));
                     self.counters.replies_sent += 1;
                 }
@@ -589,6 +597,40 @@ mod tests {
             a.lookup(IB, far),
             Lookup::Found(MacAddr([2, 0, 0, 0, 0, 9]))
         );
+    }
+
+    /// A port's second datapath (`answer: false`) learns the asker from a
+    /// request for its address, and a peer from a reply, but answers
+    /// nothing: the port's first datapath answers, once.
+    #[test]
+    fn a_datapath_that_does_not_answer_still_learns() {
+        let mut b2 = Neighbours::new(MB, vec![IB], quiet());
+        let (mut a, mut b) = pair();
+        let now = Instant::ZERO;
+        assert_eq!(a.lookup(IB, now), Lookup::Pending);
+        let req = next_frame(&mut a).unwrap();
+        assert!(b2.handle(now, &req));
+        assert_eq!(next_frame(&mut b2), None, "not answered");
+        assert_eq!(b2.lookup(IA, now), Lookup::Found(MA), "the asker is learnt");
+        assert!(b.handle(now, &req));
+        let reply = next_frame(&mut b).unwrap();
+        assert!(a.handle(now, &reply));
+        assert_eq!(a.lookup(IB, now), Lookup::Found(MB));
+        // Its own request: resolved by the reply (which the port's first
+        // datapath receives and copies to it).
+        let mut c2 = Neighbours::new(MA, vec![IA], quiet());
+        assert_eq!(c2.lookup(IB, now), Lookup::Pending);
+        let req = next_frame(&mut c2).unwrap();
+        assert!(b.handle(now, &req));
+        assert!(c2.handle(now, &next_frame(&mut b).unwrap()));
+        assert_eq!(c2.lookup(IB, now), Lookup::Found(MB));
+    }
+
+    fn quiet() -> NeighConfig {
+        NeighConfig {
+            answer: false,
+            ..NeighConfig::default()
+        }
     }
 
     #[test]

@@ -281,6 +281,10 @@ pub struct DeviceConfig {
     pub port_mtu: Mtu,
     /// What the NIC's hardware does instead (default: nothing, all checked).
     pub offload: Offload,
+    /// Which of the port's datapaths this device is, when several share
+    /// the port ([`wire::Shard`]): its QPs get only the numbers it owns.
+    /// Default: the only one.
+    pub shard: wire::Shard,
 }
 
 impl DeviceConfig {
@@ -297,6 +301,7 @@ impl DeviceConfig {
             congestion: CongestionConfig::default(),
             port_mtu: Mtu::Mtu1024,
             offload: Offload::default(),
+            shard: wire::Shard::default(),
         }
     }
 }
@@ -477,6 +482,11 @@ impl Device {
         if cfg.gids.is_empty() || cfg.pkeys.is_empty() {
             return Err(Error::InvalidArgument("GID and P_Key tables need an entry"));
         }
+        let Some(shard) = wire::Shard::new(cfg.shard.count, cfg.shard.index) else {
+            return Err(Error::InvalidArgument(
+                "a shard's index must be below its count, at most 64",
+            ));
+        };
         let cfg = DeviceConfig {
             gids: cfg.gids.iter().map(|g| g.to_canonical()).collect(),
             ..cfg
@@ -489,7 +499,7 @@ impl Device {
             ahs: KeyMap::default(),
             next_ah: 1,
             ready: VecDeque::new(),
-            next_qpn: 0x11,
+            next_qpn: shard.first_from(qp::FIRST_QPN),
             rx: RxCounters::default(),
             gone: QpCounters::default(),
             events: VecDeque::new(),
@@ -669,14 +679,21 @@ impl Device {
             Some(n) => {
                 // QP1 is the general services QP (IBTA §13.5.1): UD only.
                 let gsi = n == ud::GSI_QPN && caps.qp_type == QpType::Ud;
-                if !(gsi || (2..=0x00FF_FFFF).contains(&n)) || self.qps.contains_key(&n) {
+                let ours = self.cfg.shard.owns(n);
+                if !(gsi || (2..=qp::MAX_QPN).contains(&n)) || !ours || self.qps.contains_key(&n) {
                     return Err(Error::QpnUnavailable(n));
                 }
                 n
             }
+            // A shard steps through the numbers it owns (QPN mod N).
             None => loop {
                 let n = self.next_qpn;
-                self.next_qpn = if n >= 0x00FF_FFFF { 0x11 } else { n + 1 };
+                let step = self.cfg.shard.count;
+                self.next_qpn = if n > qp::MAX_QPN - step {
+                    self.cfg.shard.first_from(qp::FIRST_QPN)
+                } else {
+                    n + step
+                };
                 if !self.qps.contains_key(&n) {
                     break n;
                 }

@@ -569,6 +569,12 @@ pub fn check_transition_of(
     Ok(to)
 }
 
+/// The first QP number a device hands out (below it: QP0, QP1 and room
+/// for fixed numbers a caller asks for).
+pub(crate) const FIRST_QPN: u32 = 0x11;
+/// The largest QP number (24 bits, IBTA §9.2).
+pub(crate) const MAX_QPN: u32 = 0x00FF_FFFF;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -305,6 +305,11 @@ pub struct ContextConfig {
     /// port can send from and the port can
     /// (`crate::backend::Backend::can_lend`); `None`: always copied.
     pub zero_copy_min: Option<usize>,
+    /// Which of the port's datapaths this context is, when several share
+    /// the port (its queue a [`crate::backend::steer::Steered`] one): its
+    /// QPs get the numbers it owns, and only the first answers ARP and
+    /// Neighbor Discovery. Default: the port's only one.
+    pub shard: crate::wire::Shard,
 }
 
 impl ContextConfig {
@@ -326,6 +331,7 @@ impl ContextConfig {
             resolve_timeout: Duration::from_secs(3),
             vlan: None,
             zero_copy_min: None,
+            shard: crate::wire::Shard::default(),
         }
     }
 }
@@ -389,7 +395,12 @@ impl<B: Backend> Context<B> {
         dc.vlan = cfg.vlan;
         dc.congestion = cfg.congestion;
         dc.port_mtu = active_mtu;
-        let mut host = Host::new(dc, cfg.neigh)?;
+        dc.shard = cfg.shard;
+        let neigh = NeighConfig {
+            answer: cfg.neigh.answer && cfg.shard.index == 0,
+            ..cfg.neigh
+        };
+        let mut host = Host::new(dc, neigh)?;
         host.dev.set_zero_copy(cfg.zero_copy_min);
         for &(ip, mac) in &cfg.static_neigh {
             host.neigh.add_static(ip.to_canonical(), mac);

@@ -25,7 +25,8 @@
 //! | [`ext`] | RETH, AETH, AtomicETH, AtomicAckETH, ImmDt, IETH, DETH, XRCETH, FETH, CNP |
 //! | [`psn`] | 24-bit PSN arithmetic (IBTA §9.7.1) and the pad count |
 //! | [`icrc`] | the invariant CRC (A17 §17.3.3) |
-//! | [`frame`] | whole-frame parse / emit (A17 §17.3) |
+//! | [`frame`] | whole-frame parse / emit (A17 §17.3); `peek_dest_qp`, a received frame's QP from its headers alone |
+//! | [`shard`] | which of a port's datapaths owns a QP number (QPN mod N; QP0, QP1 and non-RoCE frames: datapath 0) |
 //! | [`template`] | a QP's headers as bytes, built once and patched per packet (the lengths, the IPv4 checksum, the BTH's varying fields) |
 //! | [`int`] | ferroce's INT trailer between ferroce endpoints that both asked for it (not standard) |
 //! | [`sr`] | ferroce's selective-repeat trailer, between ferroce endpoints that both asked for it (not standard) |
@@ -55,6 +56,7 @@ pub mod mad;
 pub mod ndp;
 pub mod opcode;
 pub mod psn;
+pub mod shard;
 pub mod sr;
 pub mod template;
 pub mod udp;
@@ -76,6 +78,7 @@ pub use mad::{CmMad, MadError, MadRepr};
 pub use ndp::{NaFlags, NdpFrame, NdpPacket, NdpRepr};
 pub use opcode::{HeaderSet, Opcode, OpcodeInfo, Transport};
 pub use psn::{pad_count, Psn};
+pub use shard::Shard;
 pub use udp::{UdpPacket, UdpRepr, ROCE_UDP_PORT};
 
 /// Header lengths by name, and the sums callers need, so that no one adds
