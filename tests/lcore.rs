@@ -637,3 +637,85 @@ fn the_dpdk_setup_pins_the_datapath_thread() {
     let dp = Datapath::spawn(vec![a], cfg).unwrap();
     drop(dp);
 }
+
+/// One port on two datapath lcores at each end: each end's two queue
+/// pairs steered (`backend::steer`), a context per queue pair with its
+/// `shard`, each on a datapath thread of its own. The QPs are crossed (a's
+/// first datapath with b's second and the other way), so every frame
+/// arrives on a queue its QP's owner does not poll; no neighbour is
+/// configured, so each datapath resolves its peer by ARP, which only the
+/// first datapath of a port answers and the others learn from copies.
+#[test]
+fn a_port_on_two_datapath_lcores_with_crossed_qps() {
+    use ferroce::backend::steer::{steer, Steered};
+    use ferroce::wire::Shard;
+    type Sq = Steered<LoopbackPort>;
+    let (qa, qb): (Vec<_>, Vec<_>) = (0..2).map(|_| loopback::pair(256, 4352)).unzip();
+    let spawn = |queues: Vec<LoopbackPort>, mac, ip: Ipv4Addr| -> Vec<Datapath<Sq>> {
+        steer(queues, 256)
+            .unwrap()
+            .into_iter()
+            .map(|q| {
+                let mut c = ContextConfig::new(mac, ip.into());
+                c.shard = q.shard();
+                let ctx = Context::open(q, Box::new(WallClock::new()), c).unwrap();
+                Datapath::spawn(vec![ctx], LcoreConfig::default()).unwrap()
+            })
+            .collect()
+    };
+    let da = spawn(qa, MAC_A, IP_A);
+    let db = spawn(qb, MAC_B, IP_B);
+    let a: Vec<AppContext<Sq>> = da.iter().map(|d| d.context(0).unwrap()).collect();
+    let b: Vec<AppContext<Sq>> = db.iter().map(|d| d.context(0).unwrap()).collect();
+    let sa: Vec<Side> = a.iter().map(|x| side(x, 64, 64)).collect();
+    let sb: Vec<Side> = b.iter().map(|x| side(x, 64, 64)).collect();
+    for i in 0..2 {
+        assert!(Shard::new(2, i as u32).unwrap().owns(sa[i].qp.num()));
+        assert!(Shard::new(2, i as u32).unwrap().owns(sb[i].qp.num()));
+    }
+    let pattern = |i: usize| -> Vec<u8> { (0..6000).map(|k| (k * 7 + i * 13) as u8).collect() };
+    std::thread::scope(|s| {
+        for i in 0..2 {
+            let (a, b) = (&a[i], &b[1 - i]);
+            let (sa, sb) = (&sa[i], &sb[1 - i]);
+            s.spawn(move || {
+                connect(a, sa, b, sb);
+                let p = pattern(i);
+                a.with_mr_mut(&sa.mr, move |m| m[..6000].copy_from_slice(&p))
+                    .unwrap();
+                a.post_send(&sa.qp, write(1, sa, sb, 0, 6000)).unwrap();
+                let op = SendOp::Read {
+                    remote_addr: sb.mr.addr(),
+                    rkey: sb.mr.rkey(),
+                };
+                let sge = sa.mr.sge(8192, 6000).unwrap();
+                a.post_send(&sa.qp, SendWr::new(2, op, Payload::sge(sge)))
+                    .unwrap();
+                let wcs = take(a, &sa.cq, 2);
+                assert!(wcs.iter().all(|w| w.status == WcStatus::Success), "{wcs:?}");
+            });
+        }
+    });
+    for i in 0..2 {
+        let (b, sb) = (&b[1 - i], &sb[1 - i]);
+        let at_b = b.with_mr(&sb.mr, |m| m[..6000].to_vec()).unwrap();
+        assert!(
+            at_b == pattern(i),
+            "datapath {i}'s WRITE landed at b's {}",
+            1 - i
+        );
+        let back = a[i]
+            .with_mr(&sa[i].mr, |m| m[8192..14192].to_vec())
+            .unwrap();
+        assert!(back == pattern(i), "datapath {i}'s READ");
+    }
+    // Each datapath's steering handed frames on to the other.
+    for d in da.iter().chain(&db) {
+        let app = d.context(0).unwrap();
+        let c = app.run(|ctx| ctx.port().counters()).unwrap();
+        assert!(
+            c.handed_on > 0 && c.handed_in > 0 && c.dropped == 0,
+            "{c:?}"
+        );
+    }
+}
