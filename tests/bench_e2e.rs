@@ -9,7 +9,8 @@ use std::time::Duration;
 
 /// `ferroce bench e2e` with tiny counts (figures come from real runs, never
 /// from tests): every row of the table is there, the QP sweep's included,
-/// the JSON form parses, and zero rounds are refused.
+/// the cores sweep's too, the JSON form parses, and zero rounds are
+/// refused.
 #[test]
 fn bench_e2e_prints_every_row_with_tiny_counts() {
     let dir = TempDir::new();
@@ -33,6 +34,8 @@ fn bench_e2e_prints_every_row_with_tiny_counts() {
         "5",
         "--max-qps",
         "100",
+        "--max-lcores",
+        "2",
     ];
     let mut args = vec!["bench", "e2e", "--config", cfg];
     args.extend(tiny);
@@ -57,6 +60,10 @@ fn bench_e2e_prints_every_row_with_tiny_counts() {
         "64 B WRITEs round-robin over N QPs, DPDK",
         "100 QPs / 1 QP message rate",
         "engine bytes per QP at 100 QPs",
+        "64 B WRITEs, each engine on N lcores, DPDK",
+        "1 lcore, aligned",
+        "2 lcores, aligned",
+        "2 lcores, crossed",
     ] {
         assert!(o.stdout.contains(row), "no row {row:?} in:\n{}", o.stdout);
     }
@@ -87,6 +94,22 @@ fn bench_e2e_prints_every_row_with_tiny_counts() {
             pt["engine_bytes_per_qp"].as_f64().is_some_and(|b| b > 0.0),
             "{v}"
         );
+    }
+    // The cores sweep: each engine on 1 and 2 lcores (a thread each),
+    // every WRITE done and its bytes checked by the run; crossed, every
+    // frame went through a steering ring, aligned none.
+    let cores = v["cores"].as_array().expect("a cores sweep");
+    assert_eq!(cores.len(), 3, "{v}");
+    for (pt, (n, crossed)) in cores.iter().zip([(1, false), (2, false), (2, true)]) {
+        assert_eq!(
+            (&pt["lcores"], &pt["crossed"]),
+            (&n.into(), &crossed.into()),
+            "{v}"
+        );
+        assert_eq!(pt["rate"]["msgs"], 2000, "{v}");
+        assert_eq!(pt["rate"]["complete"], true, "{v}");
+        let steered = pt["handed_on"].as_u64().unwrap_or(0);
+        assert_eq!(steered > 2000, crossed, "{v}");
     }
     let o = run(
         &["bench", "e2e", "--config", cfg, "--rounds", "0"],

@@ -60,6 +60,11 @@ pub struct E2eCmd {
     /// 100, 1,000 and 10,000 QPs, up to this many (0 skips the sweep).
     #[arg(long, default_value_t = 10_000)]
     pub max_qps: usize,
+    /// The cores sweep's most datapath lcores per engine: each engine split
+    /// over 1 to this many queue pairs, a thread each (0 skips the sweep;
+    /// default: the CPUs online).
+    #[arg(long)]
+    pub max_lcores: Option<usize>,
     /// Print the report as one JSON object (every round's figures).
     #[arg(long)]
     pub json: bool,
@@ -89,6 +94,9 @@ pub fn run_e2e(cfg: &crate::config::Config, a: &E2eCmd) -> anyhow::Result<bool> 
         },
         socket_buf: a.socket_buf,
         max_qps: a.max_qps,
+        max_lcores: a
+            .max_lcores
+            .unwrap_or_else(|| crate::dpdk::lcore::online_cpus().len().max(1)),
     };
     let r = e2e::run(cfg, &opts)?;
     if a.json {

@@ -45,8 +45,10 @@ use core::net::IpAddr;
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+mod cores;
 mod qps;
 mod report;
+pub use cores::{CorePoint, Split};
 pub use qps::{live_heap, QpPoint, DEFAULT_COUNTS as QP_COUNTS};
 pub use report::{E2eReport, Latency, Ratio, Round, TARGETS};
 
@@ -116,11 +118,32 @@ impl<T: FrameBuf> Engine<T> {
         p: &QpParams,
         mem: Option<Box<dyn RegionMemory>>,
     ) -> anyhow::Result<Engine<T>> {
+        Engine::build(DeviceConfig::new(mac, ip), p, mem)
+    }
+
+    /// [`Engine::new`] as shard `shard` of a port split over several
+    /// datapaths: its QP is numbered from the shard's share.
+    pub fn sharded(
+        mac: MacAddr,
+        ip: IpAddr,
+        p: &QpParams,
+        shard: crate::wire::Shard,
+    ) -> anyhow::Result<Engine<T>> {
+        let mut cfg = DeviceConfig::new(mac, ip);
+        cfg.shard = shard;
+        Engine::build(cfg, p, None)
+    }
+
+    fn build(
+        cfg: DeviceConfig,
+        p: &QpParams,
+        mem: Option<Box<dyn RegionMemory>>,
+    ) -> anyhow::Result<Engine<T>> {
         anyhow::ensure!(
             p.sq_depth >= 1 && p.cq_mod >= 1 && p.cq_mod <= p.sq_depth,
             "the SQ depth must be at least 1 and cq_mod in 1..=depth"
         );
-        let mut dev = Device::new(DeviceConfig::new(mac, ip))?;
+        let mut dev = Device::new(cfg)?;
         let pd = dev.alloc_pd();
         let cq = dev.create_cq(4096)?;
         let spec = MrSpec::new(pd, 2 * SLOTS * BIG, Access::ALL);
@@ -927,6 +950,9 @@ pub struct E2eOpts {
     /// The QP sweep runs the counts of [`QP_COUNTS`] up to this one (0:
     /// no sweep).
     pub max_qps: usize,
+    /// The cores sweep splits each engine over 1 to this many datapath
+    /// lcores (0: no sweep; more than the CPUs online share them).
+    pub max_lcores: usize,
 }
 
 #[cfg(feature = "dpdk")]
@@ -1020,6 +1046,7 @@ mod dpdk_run {
             ratios: Vec::new(),
             cut_short: Vec::new(),
             qp_sweep: Vec::new(),
+            cores: Vec::new(),
         };
         let (mut lat, mut rtt, mut ulat) = (Vec::new(), Vec::new(), Vec::new());
         let window = u64::from(p.sq_depth);
@@ -1090,9 +1117,72 @@ mod dpdk_run {
         drop((ea, eb, za, zb));
         let (a, b) = ((mac_a, ip_a), (mac_b, ip_b));
         rep.qp_sweep = run.qp_sweep(&mut qa, &mut qb, a, b, p, opts.max_qps, opts.msgs)?;
+        rep.cores = cores_sweep(&run, &dp, (a, b), opts)?;
         rep.summarise();
-        drop((qa, qb));
         Ok(rep)
+    }
+
+    /// The cores sweep on ring pairs of its own, one per split: 1 to
+    /// `max_lcores` queue pairs aligned, and the most crossed. Lane `i`'s
+    /// thread is pinned to the `i`-th online CPU counting from this
+    /// thread's, and registered with the EAL.
+    fn cores_sweep<C: Clock + Sync, G>(
+        run: &Run<'_, C, G>,
+        dp: &Ports,
+        (a, b): ((MacAddr, IpAddr), (MacAddr, IpAddr)),
+        opts: &E2eOpts,
+    ) -> anyhow::Result<Vec<CorePoint>> {
+        let max = opts.max_lcores;
+        if max == 0 {
+            return Ok(Vec::new());
+        }
+        anyhow::ensure!(
+            max <= crate::wire::Shard::MAX as usize,
+            "--max-lcores is at most {}",
+            crate::wire::Shard::MAX
+        );
+        let (_, port) = dp.port("a")?;
+        let mut plan: Vec<(usize, bool)> = (1..=max).map(|k| (k, false)).collect();
+        if max > 1 {
+            plan.push((max, true));
+        }
+        let mut splits = Vec::with_capacity(plan.len());
+        for (k, crossed) in plan {
+            let mut o = port.options().clone();
+            (o.rx_queues, o.tx_queues) = (k as u16, k as u16);
+            let name = format!("cores{k}{}", if crossed { "x" } else { "" });
+            let (x, y) = dpdk::Port::ring_pair(&dp.eal, &name, port.mempool(), &o)?;
+            let qx = (0..k as u16)
+                .map(|q| x.queue(dpdk::QueueId(q)))
+                .collect::<Result<_, _>>()?;
+            let qy = (0..k as u16)
+                .map(|q| y.queue(dpdk::QueueId(q)))
+                .collect::<Result<_, _>>()?;
+            splits.push(Split::new((qx, a), (qy, b), &opts.qp, crossed)?);
+        }
+        let here = core_affinity::get_core_ids()
+            .and_then(|v| v.first().map(|c| c.id))
+            .unwrap_or(0);
+        let mut cpus = dpdk::lcore::online_cpus();
+        if let Some(at) = cpus.iter().position(|&c| c == here) {
+            cpus.rotate_left(at);
+        }
+        if cpus.len() < max {
+            log::warn!(
+                "{} CPUs online: the cores sweep's {max} lcores share them",
+                cpus.len()
+            );
+        }
+        let eal = dp.eal.clone();
+        let pin = move |lane: usize| {
+            if let Some(&cpu) = cpus.get(lane % cpus.len().max(1)) {
+                if let Err(e) = dpdk::lcore::pin_current_thread(cpu) {
+                    log::warn!("could not pin lane {lane} to CPU {cpu}: {e}");
+                }
+            }
+            dpdk::lcore::register_current_thread(&eal).ok()
+        };
+        run.cores_sweep(&mut splits, opts.rounds, opts.msgs, &opts.qp, &pin)
     }
 }
 

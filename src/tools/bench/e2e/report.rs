@@ -2,7 +2,7 @@
 //! round-trip percentiles, the ratios against their targets, and the table
 //! printed from them.
 
-use super::{E2eOpts, QpPoint, Rate, Threads, CHUNK};
+use super::{CorePoint, E2eOpts, QpPoint, Rate, Threads, CHUNK};
 use crate::sim::stats::{median, percentile};
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -104,6 +104,9 @@ pub struct E2eReport {
     pub cut_short: Vec<String>,
     /// The QP-count sweep (the first point is its baseline).
     pub qp_sweep: Vec<QpPoint>,
+    /// The cores sweep (the first point, 1 lcore, is each round's
+    /// baseline).
+    pub cores: Vec<CorePoint>,
 }
 
 /// The targets: engine / UDP message rate, engine / echo frame rate,
@@ -167,6 +170,7 @@ impl E2eReport {
         self.rates(&mut s);
         self.round_trips(&mut s);
         self.sweep_lines(&mut s);
+        self.core_lines(&mut s);
         self.ratio_lines(&mut s);
         for c in &self.cut_short {
             let _ = writeln!(s, "  note: {c} stopped at the time limit before its count");
@@ -360,6 +364,48 @@ impl E2eReport {
             s,
             "  (one run each, {} WRITEs, {} outstanding, every one signaled; the application's queues, {} B per QP at 1 QP, not counted)",
             one.rate.msgs, super::qps::WINDOW, one.queue_bytes_per_qp
+        );
+    }
+
+    /// The cores sweep: each split's rate and its ratio to 1 lcore.
+    fn core_lines(&self, s: &mut String) {
+        if self.cores.is_empty() {
+            return;
+        }
+        let _ = writeln!(
+            s,
+            "\n  {:<4}{:<48} {:>9} {:>11} {:>20}",
+            "h",
+            "64 B WRITEs, each engine on N lcores, DPDK",
+            "M msgs/s",
+            "of 1 lcore",
+            "[min .. max]"
+        );
+        for pt in &self.cores {
+            let [m, lo, hi] = pt.of_one;
+            let _ = writeln!(
+                s,
+                "  {:<4}{:<48} {:>9.3} {:>11.3} {:>20}  {} frames steered to another lcore, {} retransmitted{}",
+                "",
+                format!(
+                    "{} lcore{}, {}",
+                    pt.lcores,
+                    if pt.lcores == 1 { "" } else { "s" },
+                    if pt.crossed { "crossed" } else { "aligned" }
+                ),
+                pt.rate.msgs_per_s() / 1e6,
+                m,
+                format!("[{lo:.3} .. {hi:.3}]"),
+                pt.handed_on,
+                pt.rate.retransmitted,
+                if pt.rate.complete { "" } else { ", cut short" }
+            );
+        }
+        let _ = writeln!(
+            s,
+            "  (median round of {}; one QP per lcore, lcore i drives shard i of both engines; aligned: \
+             QPs paired shard i to shard i, crossed: to shard i + 1, every frame through a steering ring)",
+            self.rounds.len()
         );
     }
 
