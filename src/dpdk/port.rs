@@ -21,6 +21,12 @@ use std::sync::Arc;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct PortId(pub u16);
 
+/// The RSS hash types a port with several receive queues asks for:
+/// `RTE_ETH_RSS_IPV4 | RTE_ETH_RSS_NONFRAG_IPV4_UDP | RTE_ETH_RSS_IPV6 |
+/// RTE_ETH_RSS_NONFRAG_IPV6_UDP` (rte_ethdev.h: bits 2, 5, 8, 11; macros
+/// bindgen does not translate), less what the device cannot hash.
+const RSS_UDP: u64 = (1 << 2) | (1 << 5) | (1 << 8) | (1 << 11);
+
 /// A queue number within a port.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct QueueId(pub u16);
@@ -455,6 +461,16 @@ impl PortInner {
             )));
         }
         let mut conf = ffi::rte_eth_conf::default();
+        // Several receive queues: RSS over the UDP 5-tuple, where the
+        // device hashes at all. RoCE v2 senders pick a UDP source port per
+        // QP (A17 §17.3.2.1), so a QP's frames stay on one queue; the
+        // datapath that polls it hands them on to their QP's owner
+        // (`crate::backend::steer`) when that is another.
+        let rss_hf = RSS_UDP & info.flow_type_rss_offloads;
+        if o.rx_queues > 1 && rss_hf != 0 {
+            conf.rxmode.mq_mode = ffi::rte_eth_rx_mq_mode_RTE_ETH_MQ_RX_RSS;
+            conf.rx_adv_conf.rss_conf.rss_hf = rss_hf;
+        }
         match (o.mtu, &self.af_packet) {
             (Some(mtu), None) => conf.rxmode.mtu = u32::from(mtu),
             (Some(mtu), Some(a)) => set_af_packet_mtu(&self.name, a, mtu)?,
