@@ -31,6 +31,7 @@ fi
 
 step "examples"
 cargo run --release -q --example rc_write
+cargo run --release -q --example rc_lcores
 cargo run --release -q --example sim_incast
 
 step "tests without DPDK"

@@ -638,30 +638,29 @@ fn the_dpdk_setup_pins_the_datapath_thread() {
     drop(dp);
 }
 
-/// One port on two datapath lcores at each end: each end's two queue
-/// pairs steered (`backend::steer`), a context per queue pair with its
-/// `shard`, each on a datapath thread of its own. The QPs are crossed (a's
+/// One port on two datapath lcores at each end (`spawn_port`): each
+/// end's two queue pairs steered (`backend::steer`), a context per queue
+/// pair with its `shard`, each on a datapath thread of its own. The QPs are crossed (a's
 /// first datapath with b's second and the other way), so every frame
 /// arrives on a queue its QP's owner does not poll; no neighbour is
 /// configured, so each datapath resolves its peer by ARP, which only the
 /// first datapath of a port answers and the others learn from copies.
 #[test]
 fn a_port_on_two_datapath_lcores_with_crossed_qps() {
-    use ferroce::backend::steer::{steer, Steered};
+    use ferroce::backend::steer::Steered;
+    use ferroce::verbs::lcore::spawn_port;
     use ferroce::wire::Shard;
     type Sq = Steered<LoopbackPort>;
     let (qa, qb): (Vec<_>, Vec<_>) = (0..2).map(|_| loopback::pair(256, 4352)).unzip();
     let spawn = |queues: Vec<LoopbackPort>, mac, ip: Ipv4Addr| -> Vec<Datapath<Sq>> {
-        steer(queues, 256)
-            .unwrap()
-            .into_iter()
-            .map(|q| {
-                let mut c = ContextConfig::new(mac, ip.into());
-                c.shard = q.shard();
-                let ctx = Context::open(q, Box::new(WallClock::new()), c).unwrap();
-                Datapath::spawn(vec![ctx], LcoreConfig::default()).unwrap()
-            })
-            .collect()
+        let cfg = ContextConfig::new(mac, ip.into());
+        spawn_port(queues, &cfg, &|| Box::new(WallClock::new()), &|i| {
+            LcoreConfig {
+                name: format!("dp{i}"),
+                ..LcoreConfig::default()
+            }
+        })
+        .unwrap()
     };
     let da = spawn(qa, MAC_A, IP_A);
     let db = spawn(qb, MAC_B, IP_B);

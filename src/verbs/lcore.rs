@@ -15,6 +15,11 @@
 //! application may hold handles of several datapaths (one per port, say);
 //! a datapath may own several contexts (they then share its core).
 //!
+//! One port may also run on several datapaths, each with one of its
+//! queue pairs and a share of its QP numbers ([`spawn_port`]): frames
+//! that arrive on another datapath's queue are handed over through a
+//! lock-free ring, never a lock (`crate::backend::steer`).
+//!
 //! # Call flow
 //!
 //! ```text
@@ -89,13 +94,14 @@
 //! [`Error::Stopped`].
 
 #![deny(unsafe_code)]
+use crate::backend::steer::{steer, Steered, RING_DEPTH};
 use crate::backend::Backend;
 use crate::time::Duration;
 use crate::transport::{self, CqId};
 use crate::verbs::{
-    self, Access, AsyncEvent, AttrMask, ConnectParams, Context, Cq, GidEntry, Mr, Pd, PortAttr, Qp,
-    QpAttr, QpCaps, QpCounters, QpState, RecvWr, RegionMemory, SendOp, SendWr, Wc, WcOpcode,
-    WcStatus,
+    self, Access, AsyncEvent, AttrMask, ConnectParams, Context, ContextConfig, Cq, GidEntry, Mr,
+    Pd, PortAttr, Qp, QpAttr, QpCaps, QpCounters, QpState, RecvWr, RegionMemory, SendOp, SendWr,
+    Wc, WcOpcode, WcStatus,
 };
 use core::net::IpAddr;
 use crossbeam_queue::ArrayQueue;
@@ -901,6 +907,45 @@ where
             }),
         }
     }
+}
+
+/// One port on several datapath lcores: queue pair `i` of the port
+/// (`queues[i]`) becomes shard `i` of its QP numbers
+/// ([`crate::wire::Shard`]), its received frames steered to the shard
+/// that owns their QP ([`crate::backend::steer::steer`], rings of
+/// `RING_DEPTH` frames), with a context opened on it with `cfg` and that
+/// shard (`clock()` its clock), on a datapath thread of its own set up by
+/// `lcore(i)` (pin thread `i` to a core of its own, register it with the
+/// EAL). The port's address is the same on every datapath; an
+/// application creates each QP on the datapath it wants it to run on,
+/// and connects it as usual (peers are resolved by each datapath, the
+/// first answering for the port).
+///
+/// Fails, with every thread already started stopped, when the queue
+/// count is not 1 to [`crate::wire::Shard::MAX`], a context does not
+/// open, or a thread does not start.
+pub fn spawn_port<B>(
+    queues: Vec<B>,
+    cfg: &ContextConfig,
+    clock: &dyn Fn() -> Box<dyn crate::time::Clock + Send>,
+    lcore: &dyn Fn(usize) -> LcoreConfig,
+) -> Result<Vec<Datapath<Steered<B>>>, String>
+where
+    B: Backend + Send + 'static,
+    B::Buf: Send,
+{
+    let steered = steer(queues, RING_DEPTH)?;
+    let mut out = Vec::with_capacity(steered.len());
+    for (i, q) in steered.into_iter().enumerate() {
+        let c = ContextConfig {
+            shard: q.shard(),
+            ..cfg.clone()
+        };
+        let ctx = Context::open(q, clock(), c).map_err(|e| format!("datapath {i}: {e}"))?;
+        let dp = Datapath::spawn(vec![ctx], lcore(i)).map_err(|e| format!("datapath {i}: {e}"))?;
+        out.push(dp);
+    }
+    Ok(out)
 }
 
 impl<B: Backend + 'static> Datapath<B> {
