@@ -106,7 +106,7 @@ fn bench_e2e_prints_every_row_with_tiny_counts() {
             (&n.into(), &crossed.into()),
             "{v}"
         );
-        assert_eq!(pt["rate"]["msgs"], 2000, "{v}");
+        assert_eq!(pt["rate"]["msgs"], 2000 * n, "{v}");
         assert_eq!(pt["rate"]["complete"], true, "{v}");
         let steered = pt["handed_on"].as_u64().unwrap_or(0);
         assert_eq!(steered > 2000, crossed, "{v}");

@@ -36,17 +36,19 @@ use crate::wire::Shard;
 use crossbeam_queue::ArrayQueue;
 use std::sync::Arc;
 
-/// Frames one shard's ring holds: what another shard may hand it between
-/// two of its polls.
-pub const RING_DEPTH: usize = 1024;
+/// Bursts one shard's ring holds (each up to [`super::BURST`] frames):
+/// what the other shards may hand it between two of its polls.
+pub const RING_DEPTH: usize = 64;
 
-/// The rings between the shards of one port, one per shard.
+/// The rings between the shards of one port, one per shard. A shard
+/// hands on what one poll of its queue gave it for another as one burst:
+/// one push (and one pop) per burst, not per frame.
 pub struct Steering<T> {
-    rings: Vec<ArrayQueue<T>>,
+    rings: Vec<ArrayQueue<Burst<T>>>,
 }
 
 impl<T> Steering<T> {
-    /// Rings for `count` shards, each of `depth` frames.
+    /// Rings for `count` shards, each of `depth` bursts.
     fn new(count: usize, depth: usize) -> Steering<T> {
         Steering {
             rings: (0..count).map(|_| ArrayQueue::new(depth.max(1))).collect(),
@@ -75,11 +77,15 @@ pub struct Steered<B: Backend> {
     steering: Arc<Steering<B::Buf>>,
     /// Own frames received but not yet taken (the caller's burst was full).
     carry: Burst<B::Buf>,
+    /// The rest of a burst another shard handed this one.
+    inbox: Burst<B::Buf>,
+    /// Frames for each other shard, gathered while sorting a poll.
+    outgoing: Vec<Burst<B::Buf>>,
     counters: SteerCounters,
 }
 
 /// Wraps the queue pairs of one port, one per shard: `queues[i]` becomes
-/// shard `i` of `queues.len()`, with rings of `depth` frames between them.
+/// shard `i` of `queues.len()`, with rings of `depth` bursts between them.
 /// Errs unless 1 to [`Shard::MAX`] queues are given.
 pub fn steer<B: Backend>(queues: Vec<B>, depth: usize) -> Result<Vec<Steered<B>>, String> {
     let count = queues.len() as u32;
@@ -98,6 +104,8 @@ pub fn steer<B: Backend>(queues: Vec<B>, depth: usize) -> Result<Vec<Steered<B>>
             shard: Shard { count, index },
             steering: steering.clone(),
             carry: Burst::new(),
+            inbox: Burst::new(),
+            outgoing: (0..count).map(|_| Burst::new()).collect(),
             counters: SteerCounters::default(),
         })
         .collect())
@@ -125,14 +133,28 @@ impl<B: Backend> Steered<B> {
         self.queue
     }
 
-    /// Hands `f` to shard `to`; `false` (counted dropped) when its ring
-    /// is full.
-    fn hand(&mut self, to: u32, f: B::Buf) -> bool {
-        let ok = self.steering.rings[to as usize].push(f).is_ok();
-        if !ok {
-            self.counters.dropped += 1;
+    /// Gathers `f` for shard `to` (handed on when the burst is full or the
+    /// poll sorted).
+    fn hand(&mut self, to: u32, f: B::Buf) {
+        let out = &mut self.outgoing[to as usize];
+        out.push(f);
+        if out.is_full() {
+            self.flush(to as usize);
         }
-        ok
+    }
+
+    /// Hands the frames gathered for shard `to` on as one burst; when its
+    /// ring is full they are dropped and counted.
+    fn flush(&mut self, to: usize) {
+        let burst = core::mem::take(&mut self.outgoing[to]);
+        let n = burst.len() as u64;
+        match self.steering.rings[to].push(burst) {
+            Ok(()) => self.counters.handed_on += n,
+            Err(lost) => {
+                self.counters.dropped += n;
+                drop(lost);
+            }
+        }
     }
 
     /// Copies a frame that is not RoCE to every other shard.
@@ -144,7 +166,10 @@ impl<B: Backend> Steered<B> {
                 Some(c)
             });
             match copy {
-                Some(c) => self.counters.copied += u64::from(self.hand(to, c)),
+                Some(c) => {
+                    self.counters.copied += 1;
+                    self.hand(to, c);
+                }
                 None => self.counters.dropped += 1,
             }
         }
@@ -165,8 +190,13 @@ impl<B: Backend> Steered<B> {
             };
             if owner == self.shard.index {
                 self.carry.push(f);
-            } else if self.hand(owner, f) {
-                self.counters.handed_on += 1;
+            } else {
+                self.hand(owner, f);
+            }
+        }
+        for to in 0..self.outgoing.len() {
+            if !self.outgoing[to].is_empty() {
+                self.flush(to);
             }
         }
     }
@@ -191,11 +221,16 @@ impl<B: Backend> Backend for Steered<B> {
             return self.queue.rx_burst(out);
         }
         self.take_carry(out);
+        let n = self.inbox.len().min(out.remaining_capacity());
+        out.extend(self.inbox.drain(..n));
         let ring = &self.steering.rings[self.shard.index as usize];
         while !out.is_full() {
-            let Some(f) = ring.pop() else { break };
-            self.counters.handed_in += 1;
-            out.push(f);
+            let Some(mut b) = ring.pop() else { break };
+            self.counters.handed_in += b.len() as u64;
+            let n = b.len().min(out.remaining_capacity());
+            out.extend(b.drain(..n));
+            // `out` is full now if anything is left: it waits in the inbox.
+            self.inbox.extend(b);
         }
         // One poll of the queue per call, however its frames sort.
         if !out.is_full() {
@@ -300,7 +335,7 @@ mod tests {
     #[test]
     fn every_frame_reaches_its_qps_shard_once_and_in_order() {
         let (ends, mut far): (Vec<_>, Vec<_>) = (0..3).map(|_| pair(256, 256)).unzip();
-        let mut s = steer(ends, 64).unwrap();
+        let mut s = steer(ends, 8).unwrap();
         // Queue 0 receives frames for QPs 0x12 (shard 0), 0x13 (1), 0x14 (2)
         // and QP1; queue 2 frames for 0x13.
         let q0: Vec<Vec<u8>> = (0..30u8)
@@ -351,18 +386,27 @@ mod tests {
         assert!(s.iter().all(|x| x.counters().dropped == 0));
     }
 
-    /// A full ring drops and counts; the frame after it still arrives.
+    /// A full ring drops and counts; what it held still arrives, in
+    /// order, however many polls it takes to take it.
     #[test]
     fn a_full_ring_drops_and_counts() {
         let (a0, mut f0) = pair(256, 256);
         let (a1, _f1) = pair(256, 256);
-        let mut s = steer(vec![a0, a1], 4).unwrap();
-        let frames: Vec<Vec<u8>> = (0..6u8).map(|i| roce(0x13, i)).collect();
-        send(&mut f0, &frames);
+        let mut s = steer(vec![a0, a1], 1).unwrap();
+        let frames: Vec<Vec<u8>> = (0..40u8).map(|i| roce(0x13, i)).collect();
+        send(&mut f0, &frames[..32]);
+        send(&mut f0, &frames[32..]);
+        // One poll takes 32 frames (a full burst, handed on at once) and
+        // a second the other 8, which find the ring full.
         assert!(recv(&mut s[0]).is_empty());
-        assert_eq!(s[0].counters().dropped, 2);
-        assert_eq!(s[0].counters().handed_on, 4);
-        assert_eq!(recv(&mut s[1]), frames[..4].to_vec());
+        assert!(recv(&mut s[0]).is_empty());
+        assert_eq!(s[0].counters().dropped, 8);
+        assert_eq!(s[0].counters().handed_on, 32);
+        let mut out = Burst::new();
+        out.push(s[1].alloc().unwrap());
+        assert_eq!(s[1].rx_burst(&mut out), 31, "as many as there is room for");
+        assert_eq!(recv(&mut s[1]).len(), 1, "the rest from the inbox");
+        assert_eq!(s[1].counters().handed_in, 32);
         assert!(steer(Vec::<LoopbackPort>::new(), 4).is_err());
     }
 }
