@@ -223,17 +223,7 @@ impl<C: Clock + Sync, G> Run<'_, C, G> {
                 .zip(sp.pa.iter_mut().zip(sp.pb.iter_mut()))
                 .zip(remotes)
                 .map(|(((ea, eb), (pa, pb)), remote)| Lane {
-                    w: Writer {
-                        e: ea,
-                        size: 64,
-                        count: per,
-                        depth: u64::from(p.sq_depth),
-                        cq_mod: u64::from(p.cq_mod),
-                        remote,
-                        posted: 0,
-                        completed: 0,
-                        failure: None,
-                    },
+                    w: Writer::new(ea, 64, per, p, remote),
                     s: Passive {
                         e: eb,
                         failure: None,

@@ -336,6 +336,24 @@ struct Writer<'e, T> {
     failure: Option<String>,
 }
 
+impl<'e, T> Writer<'e, T> {
+    /// `count` WRITEs of `size` bytes from `e` to `remote` (address,
+    /// R_Key), outstanding and signaled as `p` says.
+    fn new(e: &'e mut Engine<T>, size: u32, count: u64, p: &QpParams, remote: (u64, u32)) -> Self {
+        Writer {
+            e,
+            size,
+            count,
+            depth: u64::from(p.sq_depth),
+            cq_mod: u64::from(p.cq_mod),
+            remote,
+            posted: 0,
+            completed: 0,
+            failure: None,
+        }
+    }
+}
+
 impl<B: Backend> Side<B> for Writer<'_, B::Buf> {
     fn step<C: Clock>(&mut self, clock: &C, port: &mut B) {
         let now = clock.now();
@@ -690,17 +708,7 @@ impl<C: Clock + Sync, G> Run<'_, C, G> {
         prepare(a, b, round);
         let (ca, cb) = (a.counters(), b.counters());
         let remote = (b.dst(0), b.mr.rkey);
-        let mut w = Writer {
-            e: a,
-            size,
-            count,
-            depth: u64::from(p.sq_depth),
-            cq_mod: u64::from(p.cq_mod),
-            remote,
-            posted: 0,
-            completed: 0,
-            failure: None,
-        };
+        let mut w = Writer::new(a, size, count, p, remote);
         let mut s = Passive {
             e: b,
             failure: None,
