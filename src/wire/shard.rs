@@ -6,8 +6,9 @@
 //! used both where a shard allocates a QP number and where a received
 //! frame is steered to its owner: **QP n belongs to shard n mod N**, and
 //! the management QPs 0 and 1 (§13.5.1: QP0, and QP1 of the CM's MADs)
-//! belong to shard 0, as does every frame that is not RoCE to a QP (ARP,
-//! Neighbor Discovery).
+//! belong to shard 0. (Frames that are not RoCE, ARP and Neighbor
+//! Discovery, have no QP: the steering gives them to every shard,
+//! `crate::backend::steer`.)
 
 /// One datapath's share of a port's QP numbers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
