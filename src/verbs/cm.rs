@@ -245,6 +245,11 @@ impl<B: Backend> Context<B> {
 
     fn open_gsi(&mut self) -> Result<Gsi, Error> {
         let dev = &mut self.host.dev;
+        if !dev.config().shard.owns(GSI_QPN) {
+            return Err(Error::Verb(crate::transport::Error::InvalidArgument(
+                "RDMA-CM runs on a port's first datapath, which owns QP1 and gets its MADs",
+            )));
+        }
         let pd = dev.alloc_pd();
         let cq = dev.create_cq(4 * GSI_SLOTS)?;
         let mr = dev.reg_mr(MrSpec::new(pd, GSI_SLOTS * SLOT, Access::LOCAL_WRITE))?;

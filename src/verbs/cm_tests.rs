@@ -283,3 +283,20 @@ fn selective_repeat_leaves_52_bytes_of_req_private_data() {
         .unwrap_err();
     assert!(e.to_string().contains("at most 52"), "{e}");
 }
+
+/// On a port split over datapaths, RDMA-CM runs on the first: QP1 and
+/// its MADs are datapath 0's, and another datapath's context says so.
+#[test]
+fn rdma_cm_runs_on_a_ports_first_datapath() {
+    let (pa, _pb) = loopback::pair(16, 4352);
+    let mut cfg = ContextConfig::new(MAC_A, IP_A.into());
+    cfg.shard = crate::wire::Shard::new(2, 1).unwrap();
+    let mut c = Context::open(pa, Box::new(WallClock::new()), cfg).unwrap();
+    let e = c.rdma_listen(7471).unwrap_err().to_string();
+    assert!(e.contains("first datapath"), "{e}");
+    let (pa, _pb) = loopback::pair(16, 4352);
+    let mut cfg = ContextConfig::new(MAC_A, IP_A.into());
+    cfg.shard = crate::wire::Shard::new(2, 0).unwrap();
+    let mut c = Context::open(pa, Box::new(WallClock::new()), cfg).unwrap();
+    c.rdma_listen(7471).unwrap();
+}
