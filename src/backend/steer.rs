@@ -15,11 +15,13 @@
 //! - A RoCE frame goes to the owner of its BTH destination QP
 //!   ([`crate::wire::frame::peek_dest_qp`], [`Shard::owner`]); QP0 and QP1
 //!   (the CM's MADs) to shard 0.
-//! - A frame that is not RoCE (ARP, IPv6 Neighbor Discovery) goes to
-//!   every shard: the one whose queue received it keeps it and the others
-//!   get a copy, so that each shard's neighbour table learns the peers
-//!   (only shard 0 answers requests: the others are set up not to,
-//!   `crate::host::neigh::NeighConfig::answer`).
+//! - ARP and ICMPv6 (Neighbor Discovery) go to every shard: the one whose
+//!   queue received the frame keeps it and the others get a copy, so that
+//!   each shard's neighbour table learns the peers (only shard 0 answers
+//!   requests: the others are set up not to,
+//!   `crate::host::neigh::NeighConfig::answer`). Any other frame that is
+//!   not RoCE stays with the shard that received it, whose device counts
+//!   it (`not_roce`).
 //! - A frame whose owner's ring is full is dropped and counted
 //!   ([`SteerCounters::dropped`]), as a NIC drops on a full receive queue;
 //!   the RC transport's retransmission recovers it.
@@ -31,7 +33,9 @@
 #![deny(unsafe_code)]
 
 use super::{Backend, Burst, FrameBuf};
+use crate::wire::ethernet::{self, ETHERTYPE_ARP, ETHERTYPE_IPV6, ETHERTYPE_VLAN};
 use crate::wire::frame::peek_dest_qp;
+use crate::wire::ndp::NEXT_HEADER_ICMPV6;
 use crate::wire::Shard;
 use crossbeam_queue::ArrayQueue;
 use std::sync::Arc;
@@ -182,9 +186,11 @@ impl<B: Backend> Steered<B> {
             let owner = match peek_dest_qp(f.data()) {
                 Some(qpn) => Shard::owner(qpn, self.shard.count),
                 None => {
-                    // Not RoCE: every shard gets it once, this one the
+                    // ARP and ND: every shard gets it once, this one the
                     // original.
-                    self.copy_to_others(&f);
+                    if is_neighbour(f.data()) {
+                        self.copy_to_others(&f);
+                    }
                     self.shard.index
                 }
             };
@@ -207,6 +213,24 @@ impl<B: Backend> Steered<B> {
     fn take_carry(&mut self, out: &mut Burst<B::Buf>) {
         let n = self.carry.len().min(out.remaining_capacity());
         out.extend(self.carry.drain(..n));
+    }
+}
+
+/// Whether a frame is ARP or ICMPv6 (which carries Neighbor Discovery):
+/// what every shard's neighbour table learns from.
+fn is_neighbour(head: &[u8]) -> bool {
+    let be16 = |at: usize| {
+        head.get(at..at + 2)
+            .map(|t| u16::from_be_bytes([t[0], t[1]]))
+    };
+    let (ethertype, l3) = match be16(12) {
+        Some(ETHERTYPE_VLAN) => (be16(16), ethernet::HEADER_LEN_VLAN),
+        t => (t, ethernet::HEADER_LEN),
+    };
+    match ethertype {
+        Some(ETHERTYPE_ARP) => true,
+        Some(ETHERTYPE_IPV6) => head.get(l3 + 6) == Some(&NEXT_HEADER_ICMPV6),
+        _ => false,
     }
 }
 
@@ -354,6 +378,11 @@ mod tests {
         .emit_frame(&mut arp)
         .unwrap();
         send(&mut far[1], &[arp[..n].to_vec()]);
+        // Other traffic that is not RoCE (UDP to port 53) stays where it
+        // arrived: with shard 2, uncopied.
+        let mut dns = roce(0x12, 7);
+        dns[14 + 20 + 2..14 + 20 + 4].copy_from_slice(&53u16.to_be_bytes());
+        send(&mut far[2], std::slice::from_ref(&dns));
         // Poll each shard in turn until nothing moves.
         let mut got: Vec<Vec<Vec<u8>>> = vec![Vec::new(); 3];
         for _ in 0..4 {
@@ -378,6 +407,8 @@ mod tests {
         for (i, g) in got.iter().enumerate() {
             let arps = g.iter().filter(|f| f[..] == arp[..n]).count();
             assert_eq!(arps, 1, "shard {i} sees the ARP request once");
+            let other = g.iter().filter(|f| **f == dns).count();
+            assert_eq!(other, usize::from(i == 2), "shard {i}");
         }
         assert_eq!(s[0].counters().handed_on, 20);
         assert_eq!(s[1].counters().copied, 2);
@@ -408,5 +439,27 @@ mod tests {
         assert_eq!(recv(&mut s[1]).len(), 1, "the rest from the inbox");
         assert_eq!(s[1].counters().handed_in, 32);
         assert!(steer(Vec::<LoopbackPort>::new(), 4).is_err());
+    }
+
+    /// ARP and ICMPv6, tagged or not, are neighbour frames; IPv4, other
+    /// IPv6 and a short head are not.
+    #[test]
+    fn neighbour_frames_are_arp_and_icmpv6() {
+        let mut f = vec![0u8; 60];
+        f[12..14].copy_from_slice(&ETHERTYPE_ARP.to_be_bytes());
+        assert!(is_neighbour(&f));
+        f[12..14].copy_from_slice(&ETHERTYPE_IPV6.to_be_bytes());
+        f[14 + 6] = NEXT_HEADER_ICMPV6;
+        assert!(is_neighbour(&f));
+        f[14 + 6] = 17;
+        assert!(!is_neighbour(&f));
+        let mut t = vec![0u8; 64];
+        t[12..14].copy_from_slice(&ETHERTYPE_VLAN.to_be_bytes());
+        t[16..18].copy_from_slice(&ETHERTYPE_IPV6.to_be_bytes());
+        t[18 + 6] = NEXT_HEADER_ICMPV6;
+        assert!(is_neighbour(&t));
+        assert!(!is_neighbour(&t[..20]));
+        assert!(!is_neighbour(&roce(0x12, 1)));
+        assert!(!is_neighbour(&[]));
     }
 }
