@@ -718,3 +718,47 @@ fn a_port_on_two_datapath_lcores_with_crossed_qps() {
         );
     }
 }
+
+/// The same over IPv6: each datapath resolves its peer by Neighbor
+/// Discovery through the steering (solicitations and advertisements
+/// reach every datapath; only the first answers), then a WRITE lands.
+#[test]
+fn a_port_on_two_datapath_lcores_over_ipv6() {
+    use ferroce::backend::steer::Steered;
+    use ferroce::verbs::lcore::spawn_port;
+    use std::net::{IpAddr, Ipv6Addr};
+    type Sq = Steered<LoopbackPort>;
+    let v6a: Ipv6Addr = "fd18::1".parse().unwrap();
+    let v6b: Ipv6Addr = "fd18::2".parse().unwrap();
+    let (qa, qb): (Vec<_>, Vec<_>) = (0..2).map(|_| loopback::pair(256, 4352)).unzip();
+    let spawn = |queues: Vec<LoopbackPort>, mac, ip: Ipv6Addr| -> Vec<Datapath<Sq>> {
+        let cfg = ContextConfig::new(mac, ip.into());
+        spawn_port(queues, &cfg, &|| Box::new(WallClock::new()), &|_| {
+            LcoreConfig::default()
+        })
+        .unwrap()
+    };
+    let da = spawn(qa, MAC_A, v6a);
+    let db = spawn(qb, MAC_B, v6b);
+    let a: Vec<AppContext<Sq>> = da.iter().map(|d| d.context(0).unwrap()).collect();
+    let b: Vec<AppContext<Sq>> = db.iter().map(|d| d.context(0).unwrap()).collect();
+    let sa: Vec<Side> = a.iter().map(|x| side(x, 64, 64)).collect();
+    let sb: Vec<Side> = b.iter().map(|x| side(x, 64, 64)).collect();
+    let p = ConnectParams::default();
+    for i in 0..2 {
+        let (ai, bj, sai, sbj) = (&a[i], &b[1 - i], &sa[i], &sb[1 - i]);
+        ai.connect(&sai.qp, sbj.qp.num(), IpAddr::V6(v6b), &p, 1, 2)
+            .unwrap();
+        bj.connect(&sbj.qp, sai.qp.num(), IpAddr::V6(v6a), &p, 2, 1)
+            .unwrap();
+        let pat: Vec<u8> = (0..3000).map(|k| (k * 3 + i) as u8).collect();
+        let pc = pat.clone();
+        ai.with_mr_mut(&sai.mr, move |m| m[..3000].copy_from_slice(&pc))
+            .unwrap();
+        ai.post_send(&sai.qp, write(9, sai, sbj, 0, 3000)).unwrap();
+        let wcs = take(ai, &sai.cq, 1);
+        assert_eq!(wcs[0].status, WcStatus::Success, "{wcs:?}");
+        let got = bj.with_mr(&sbj.mr, |m| m[..3000].to_vec()).unwrap();
+        assert!(got == pat, "datapath {i}'s WRITE over IPv6");
+    }
+}
