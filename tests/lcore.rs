@@ -638,6 +638,43 @@ fn the_dpdk_setup_pins_the_datapath_thread() {
     drop(dp);
 }
 
+type Sq = ferroce::backend::steer::Steered<LoopbackPort>;
+
+/// Two ends of two queue pairs each, every end's queue pairs on two
+/// datapath threads (`spawn_port`), no neighbour configured: the
+/// datapaths (to keep them running) and a context, a PD, CQ, region and
+/// QP on each, for a and for b.
+#[allow(clippy::type_complexity)]
+fn split_ends(
+    ip_a: std::net::IpAddr,
+    ip_b: std::net::IpAddr,
+) -> (
+    Vec<Datapath<Sq>>,
+    Vec<AppContext<Sq>>,
+    Vec<Side>,
+    Vec<AppContext<Sq>>,
+    Vec<Side>,
+) {
+    use ferroce::verbs::lcore::spawn_port;
+    let (qa, qb): (Vec<_>, Vec<_>) = (0..2).map(|_| loopback::pair(256, 4352)).unzip();
+    let spawn = |queues: Vec<LoopbackPort>, mac, ip| -> Vec<Datapath<Sq>> {
+        let cfg = ContextConfig::new(mac, ip);
+        let lcore = |i| LcoreConfig {
+            name: format!("dp{i}"),
+            ..LcoreConfig::default()
+        };
+        spawn_port(queues, &cfg, &|| Box::new(WallClock::new()), &lcore).unwrap()
+    };
+    let mut dps = spawn(qa, MAC_A, ip_a);
+    let db = spawn(qb, MAC_B, ip_b);
+    let a: Vec<AppContext<Sq>> = dps.iter().map(|d| d.context(0).unwrap()).collect();
+    let b: Vec<AppContext<Sq>> = db.iter().map(|d| d.context(0).unwrap()).collect();
+    dps.extend(db);
+    let sa: Vec<Side> = a.iter().map(|x| side(x, 64, 64)).collect();
+    let sb: Vec<Side> = b.iter().map(|x| side(x, 64, 64)).collect();
+    (dps, a, sa, b, sb)
+}
+
 /// One port on two datapath lcores at each end (`spawn_port`): each
 /// end's two queue pairs steered (`backend::steer`), a context per queue
 /// pair with its `shard`, each on a datapath thread of its own. The QPs are crossed (a's
@@ -647,27 +684,8 @@ fn the_dpdk_setup_pins_the_datapath_thread() {
 /// first datapath of a port answers and the others learn from copies.
 #[test]
 fn a_port_on_two_datapath_lcores_with_crossed_qps() {
-    use ferroce::backend::steer::Steered;
-    use ferroce::verbs::lcore::spawn_port;
     use ferroce::wire::Shard;
-    type Sq = Steered<LoopbackPort>;
-    let (qa, qb): (Vec<_>, Vec<_>) = (0..2).map(|_| loopback::pair(256, 4352)).unzip();
-    let spawn = |queues: Vec<LoopbackPort>, mac, ip: Ipv4Addr| -> Vec<Datapath<Sq>> {
-        let cfg = ContextConfig::new(mac, ip.into());
-        spawn_port(queues, &cfg, &|| Box::new(WallClock::new()), &|i| {
-            LcoreConfig {
-                name: format!("dp{i}"),
-                ..LcoreConfig::default()
-            }
-        })
-        .unwrap()
-    };
-    let da = spawn(qa, MAC_A, IP_A);
-    let db = spawn(qb, MAC_B, IP_B);
-    let a: Vec<AppContext<Sq>> = da.iter().map(|d| d.context(0).unwrap()).collect();
-    let b: Vec<AppContext<Sq>> = db.iter().map(|d| d.context(0).unwrap()).collect();
-    let sa: Vec<Side> = a.iter().map(|x| side(x, 64, 64)).collect();
-    let sb: Vec<Side> = b.iter().map(|x| side(x, 64, 64)).collect();
+    let (dps, a, sa, b, sb) = split_ends(IP_A.into(), IP_B.into());
     for i in 0..2 {
         assert!(Shard::new(2, i as u32).unwrap().owns(sa[i].qp.num()));
         assert!(Shard::new(2, i as u32).unwrap().owns(sb[i].qp.num()));
@@ -709,7 +727,7 @@ fn a_port_on_two_datapath_lcores_with_crossed_qps() {
         assert!(back == pattern(i), "datapath {i}'s READ");
     }
     // Each datapath's steering handed frames on to the other.
-    for d in da.iter().chain(&db) {
+    for d in &dps {
         let app = d.context(0).unwrap();
         let c = app.run(|ctx| ctx.port().counters()).unwrap();
         assert!(
@@ -724,26 +742,10 @@ fn a_port_on_two_datapath_lcores_with_crossed_qps() {
 /// reach every datapath; only the first answers), then a WRITE lands.
 #[test]
 fn a_port_on_two_datapath_lcores_over_ipv6() {
-    use ferroce::backend::steer::Steered;
-    use ferroce::verbs::lcore::spawn_port;
     use std::net::{IpAddr, Ipv6Addr};
-    type Sq = Steered<LoopbackPort>;
     let v6a: Ipv6Addr = "fd18::1".parse().unwrap();
     let v6b: Ipv6Addr = "fd18::2".parse().unwrap();
-    let (qa, qb): (Vec<_>, Vec<_>) = (0..2).map(|_| loopback::pair(256, 4352)).unzip();
-    let spawn = |queues: Vec<LoopbackPort>, mac, ip: Ipv6Addr| -> Vec<Datapath<Sq>> {
-        let cfg = ContextConfig::new(mac, ip.into());
-        spawn_port(queues, &cfg, &|| Box::new(WallClock::new()), &|_| {
-            LcoreConfig::default()
-        })
-        .unwrap()
-    };
-    let da = spawn(qa, MAC_A, v6a);
-    let db = spawn(qb, MAC_B, v6b);
-    let a: Vec<AppContext<Sq>> = da.iter().map(|d| d.context(0).unwrap()).collect();
-    let b: Vec<AppContext<Sq>> = db.iter().map(|d| d.context(0).unwrap()).collect();
-    let sa: Vec<Side> = a.iter().map(|x| side(x, 64, 64)).collect();
-    let sb: Vec<Side> = b.iter().map(|x| side(x, 64, 64)).collect();
+    let (_dps, a, sa, b, sb) = split_ends(v6a.into(), v6b.into());
     let p = ConnectParams::default();
     for i in 0..2 {
         let (ai, bj, sai, sbj) = (&a[i], &b[1 - i], &sa[i], &sb[1 - i]);
