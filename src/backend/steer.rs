@@ -33,7 +33,7 @@
 #![deny(unsafe_code)]
 
 use super::{Backend, Burst, FrameBuf};
-use crate::wire::ethernet::{self, ETHERTYPE_ARP, ETHERTYPE_IPV6, ETHERTYPE_VLAN};
+use crate::wire::ethernet::{EthernetFrame, ETHERTYPE_ARP, ETHERTYPE_IPV6};
 use crate::wire::frame::peek_dest_qp;
 use crate::wire::ndp::NEXT_HEADER_ICMPV6;
 use crate::wire::Shard;
@@ -206,9 +206,7 @@ impl<B: Backend> Steered<B> {
             }
         }
     }
-}
 
-impl<B: Backend> Steered<B> {
     /// Moves carried own frames into `out`, as many as it has room for.
     fn take_carry(&mut self, out: &mut Burst<B::Buf>) {
         let n = self.carry.len().min(out.remaining_capacity());
@@ -219,17 +217,12 @@ impl<B: Backend> Steered<B> {
 /// Whether a frame is ARP or ICMPv6 (which carries Neighbor Discovery):
 /// what every shard's neighbour table learns from.
 fn is_neighbour(head: &[u8]) -> bool {
-    let be16 = |at: usize| {
-        head.get(at..at + 2)
-            .map(|t| u16::from_be_bytes([t[0], t[1]]))
+    let Ok(eth) = EthernetFrame::new_checked(head) else {
+        return false;
     };
-    let (ethertype, l3) = match be16(12) {
-        Some(ETHERTYPE_VLAN) => (be16(16), ethernet::HEADER_LEN_VLAN),
-        t => (t, ethernet::HEADER_LEN),
-    };
-    match ethertype {
-        Some(ETHERTYPE_ARP) => true,
-        Some(ETHERTYPE_IPV6) => head.get(l3 + 6) == Some(&NEXT_HEADER_ICMPV6),
+    match eth.ethertype() {
+        ETHERTYPE_ARP => true,
+        ETHERTYPE_IPV6 => eth.payload().get(6) == Some(&NEXT_HEADER_ICMPV6),
         _ => false,
     }
 }
@@ -304,6 +297,7 @@ mod tests {
     use super::*;
     use crate::backend::loopback::{pair, LoopbackPort};
     use crate::wire::arp::ArpRepr;
+    use crate::wire::ethernet::ETHERTYPE_VLAN;
     use crate::wire::opcode::Op;
     use crate::wire::{BthRepr, FrameRepr, IpRepr, MacAddr, Opcode};
 
