@@ -21,7 +21,7 @@
 //! Each round runs every point once; a point's ratio is taken against
 //! the 1-lcore point of the same round.
 
-use super::{prepare, verify, Engine, Passive, QpParams, Rate, Run, Side, Writer};
+use super::{prepare, settle, verify, Engine, Passive, QpParams, Rate, Run, Side, Writer};
 use crate::backend::steer::{steer, Steered, RING_DEPTH};
 use crate::backend::Backend;
 use crate::time::{Clock, Duration};
@@ -123,26 +123,18 @@ impl<B: Backend> Split<B> {
     /// Drives every shard from this thread until no send work is left
     /// (at most a second).
     fn settle<C: Clock>(&mut self, clock: &C) -> anyhow::Result<()> {
-        let end = clock.now() + Duration::from_secs(1);
-        loop {
-            let quiet = self
-                .a
-                .iter()
-                .chain(&self.b)
-                .all(|e| e.dev.send_queue_len(e.qp) == 0 && e.pending.is_empty());
-            if quiet {
-                return Ok(());
-            }
-            anyhow::ensure!(clock.now() < end, "the shards did not settle within 1 s");
-            let ends = self.a.iter_mut().zip(&mut self.pa);
-            for (e, p) in ends.chain(self.b.iter_mut().zip(&mut self.pb)) {
-                let mut s = Passive { e, failure: None };
-                s.step(clock, p);
-                if let Some(f) = s.failure {
-                    anyhow::bail!("{f}");
-                }
-            }
-        }
+        let writers = self.a.iter_mut().zip(&mut self.pa);
+        let mut ends: Vec<_> = writers.chain(self.b.iter_mut().zip(&mut self.pb)).collect();
+        settle(clock, &mut ends)
+    }
+
+    /// Packets sent by every engine, and request packets the writers sent
+    /// again.
+    fn sent(&self) -> (u64, u64) {
+        let all = self.a.iter().chain(&self.b);
+        let sent = all.map(|e| e.counters().sent_pkts).sum();
+        let again = self.a.iter().map(|e| e.counters().retransmitted_pkts);
+        (sent, again.sum())
     }
 }
 
@@ -205,14 +197,10 @@ impl<C: Clock + Sync, G> Run<'_, C, G> {
         let n = sp.lcores();
         let per = msgs.max(1);
         let peers: Vec<usize> = (0..n).map(|i| sp.peer(i)).collect();
-        let mut before = (0, 0, 0);
         for (i, &j) in peers.iter().enumerate() {
-            let (a, b) = (&mut sp.a[i], &mut sp.b[j]);
-            prepare(a, b, round);
-            let (ca, cb) = (a.counters(), b.counters());
-            before.0 += ca.sent_pkts + cb.sent_pkts;
-            before.1 += ca.retransmitted_pkts;
+            prepare(&mut sp.a[i], &mut sp.b[j], round);
         }
+        let before = sp.sent();
         let remotes: Vec<(u64, u32)> = peers
             .iter()
             .map(|&j| (sp.b[j].dst(0), sp.b[j].mr.rkey))
@@ -276,13 +264,7 @@ impl<C: Clock + Sync, G> Run<'_, C, G> {
             _ => self.clock.now(),
         };
         let took = end.saturating_since(t0);
-        let mut after = (0, 0);
-        for (i, &j) in peers.iter().enumerate() {
-            let (a, b) = (&sp.a[i], &sp.b[j]);
-            let (ca, cb) = (a.counters(), b.counters());
-            after.0 += ca.sent_pkts + cb.sent_pkts;
-            after.1 += ca.retransmitted_pkts;
-        }
+        let after = sp.sent();
         sp.settle(self.clock)?;
         for (i, (&j, &done)) in peers.iter().zip(&completed).enumerate() {
             if let Some(f) = verify(&sp.a[i], &sp.b[j], 64, done) {

@@ -649,23 +649,25 @@ fn verify<T: FrameBuf>(a: &Engine<T>, b: &Engine<T>, size: usize, n: u64) -> Opt
     None
 }
 
-/// Drives both ends, one thread, until neither has send work outstanding
-/// (or a second passed): leaves the QPs quiet between runs.
+/// Drives every end of `ends` (an engine and its port), one thread, until
+/// none has send work outstanding (or a second passed): leaves the QPs
+/// quiet between runs.
 fn settle<B: Backend, C: Clock>(
     clock: &C,
-    (a, pa): (&mut Engine<B::Buf>, &mut B),
-    (b, pb): (&mut Engine<B::Buf>, &mut B),
+    ends: &mut [(&mut Engine<B::Buf>, &mut B)],
 ) -> anyhow::Result<()> {
     let end = clock.now() + Duration::from_secs(1);
     loop {
-        let quiet = a.dev.send_queue_len(a.qp) == 0 && b.dev.send_queue_len(b.qp) == 0;
-        if quiet && a.pending.is_empty() && b.pending.is_empty() {
+        let quiet = ends
+            .iter()
+            .all(|(e, _)| e.dev.send_queue_len(e.qp) == 0 && e.pending.is_empty());
+        if quiet {
             return Ok(());
         }
         anyhow::ensure!(clock.now() < end, "the QPs did not settle within 1 s");
-        for (e, p) in [(&mut *a, &mut *pa), (&mut *b, &mut *pb)] {
+        for (e, p) in ends.iter_mut() {
             let mut s = Passive { e, failure: None };
-            s.step(clock, p);
+            s.step(clock, &mut **p);
             if let Some(f) = s.failure {
                 anyhow::bail!("{f}");
             }
@@ -726,7 +728,7 @@ impl<C: Clock + Sync, G> Run<'_, C, G> {
         }
         let completed = w.completed;
         let (da, db) = (a.counters(), b.counters());
-        settle(self.clock, (a, pa), (b, pb))?;
+        settle(self.clock, &mut [(a, pa), (b, pb)])?;
         anyhow::ensure!(completed > 0, "{size} B WRITEs: none completed in {took}");
         if let Some(f) = verify(a, b, size as usize, completed) {
             anyhow::bail!("{size} B WRITEs: {f}");
@@ -791,7 +793,7 @@ impl<C: Clock + Sync, G> Run<'_, C, G> {
             anyhow::bail!("{size} B SEND ping-pong: {f}");
         }
         let samples = ping.samples;
-        settle(self.clock, (a, pa), (b, pb))?;
+        settle(self.clock, &mut [(a, pa), (b, pb)])?;
         anyhow::ensure!(
             !samples.is_empty(),
             "{size} B SEND ping-pong: no round trip"
