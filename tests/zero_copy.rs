@@ -105,7 +105,7 @@ fn one_way(from: &mut Device, to: &mut Device, log: &mut Vec<Vec<u8>>) -> usize 
         match t.lent {
             Some(l) => {
                 lent += 1;
-                assert!(from.lender(l.lkey).is_some());
+                assert!(from.lent(&l).is_some(), "its region lends");
                 let payload = &from.mr(l.lkey).unwrap()[l.offset..l.offset + l.len];
                 let (head, tail) = (&buf[..l.head], &buf[l.head..t.len]);
                 assert!(to.handle_parts(now, head, payload, tail));

@@ -108,12 +108,6 @@ impl Device {
         self.mrs.lent(l.lkey, l.offset, l.len)
     }
 
-    /// Region `lkey`'s memory as its port sends from it in place: what a
-    /// [`Lent`] payload points into ([`super::mr::RegionMemory::lender`]).
-    pub fn lender(&self, lkey: Lkey) -> Option<&dyn core::any::Any> {
-        self.mrs.lender(lkey)
-    }
-
     /// [`Device::handle`] for a frame received in three parts, as a
     /// zero-copy sender sends it ([`Frame::parse_parts`]): its headers,
     /// its payload, its pad and ICRC. The payload is read where it is.

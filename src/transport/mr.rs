@@ -523,12 +523,6 @@ impl MrTable {
         Some((mem.lender()?, bytes))
     }
 
-    /// Region `key`'s memory as its port sends from it in place
-    /// ([`RegionMemory::lender`]).
-    pub fn lender(&self, key: Lkey) -> Option<&dyn core::any::Any> {
-        self.mrs.get(&key)?.mem.lender()
-    }
-
     /// Copies `data` into the data described by `sges` from `offset` on
     /// (scatter). Returns false if the SGEs are too short (nothing beyond
     /// them is written).
