@@ -199,6 +199,33 @@ mod tests {
     }
 
     #[test]
+    fn every_head_length_gives_the_icrc_of_the_masked_bytes() {
+        // The definition, byte by byte: the mask OR-ed over the headers,
+        // the CRC over the LRH's ones and everything after.
+        for (first, mask) in [(0x45u8, &MASK_V4), (0x60, &MASK_V6)] {
+            let packet: Vec<u8> = (0..160u32).map(|i| (i * 37 + 11) as u8).collect();
+            let mut packet = packet;
+            packet[0] = first;
+            let mut masked = packet.clone();
+            for (b, m) in masked.iter_mut().zip(mask.iter()) {
+                *b |= m;
+            }
+            let mut lrh = vec![0xFF; 8];
+            lrh.extend_from_slice(&masked);
+            let want = crc32fast::hash(&lrh);
+            let min = if first == 0x45 { 40 } else { 60 };
+            for cut in min..=packet.len() {
+                let (head, rest) = packet.split_at(cut);
+                assert_eq!(
+                    compute_parts(head, &[rest]),
+                    Ok(want),
+                    "{first:#x}, cut {cut}"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn short_or_foreign_input_is_an_error() {
         assert_eq!(compute(&[]), Err(IcrcError::Truncated));
         assert_eq!(compute(&[0x45; 30]), Err(IcrcError::Truncated));
