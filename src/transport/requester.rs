@@ -260,6 +260,13 @@ impl Requester {
         self.low_rto_spent = false;
     }
 
+    /// Whether [`Requester::poll`] surely has nothing to send, whatever
+    /// the time: no work request left to start or continue. (A path with
+    /// selective repeat may owe resends outside the queue: never sure.)
+    pub fn surely_idle(&self, sr: bool) -> bool {
+        !sr && self.next >= self.sq.len()
+    }
+
     /// Packets sent and not acknowledged. Every PSN of a started work
     /// request lies in `comp_psn..max_psn` until it is done (a READ or an
     /// atomic is done when its last response arrives, which is also when

@@ -1,7 +1,8 @@
 //! The transmit side of a device: the ready list of QPs that may have a
 //! frame to send, and each QP's turn on it: a CNP it owes, then its
 //! responses, then its requests, paced at its rate
-//! ([`Device::poll_transmit`]).
+//! ([`Device::poll_transmit`]). A QP whose turn surely finds nothing
+//! leaves the list after a few loads.
 
 use std::collections::VecDeque;
 
@@ -52,6 +53,24 @@ impl Device {
             let Some(qp) = self.qps.get_mut(&qpn) else {
                 continue;
             };
+            if Self::surely_idle(qp) {
+                // The turn's outcome is known: nothing to send. Do what
+                // `transmit` would do on finding nothing, not the work of
+                // finding it (its deadline stands: nothing it depends on
+                // moved). The unit tests take the long way too and check
+                // that it finds nothing.
+                #[cfg(test)]
+                {
+                    let (mrs, cqs, events) = (&mut self.mrs, &mut self.cqs, &mut self.events);
+                    let found = Self::transmit(qp, mrs, cqs, events, now, buf, &mut lend);
+                    assert_eq!(found, None, "QP {qpn} was surely idle, yet sent");
+                }
+                qp.ready = false;
+                qp.pacer.on_idle(now, None);
+                Self::check_drained(qp, &mut self.events);
+                self.backlogged |= !qp.backlog.is_empty();
+                continue;
+            }
             let sent = match qp.caps.qp_type {
                 QpType::Rc => Self::transmit(
                     qp,
@@ -197,6 +216,30 @@ impl Device {
                 None
             }
         }
+    }
+
+    /// Whether [`Device::transmit`] would surely find nothing to send on
+    /// `qp`, and change nothing in finding it but the pacer's idle rule
+    /// and the drained report (its rate controller's timers run in time
+    /// order whenever it is next advanced), at any time: an RC QP sending
+    /// (RTS, SQD)
+    /// with no rate limit and no packet held for pacing, no CNP owed, no
+    /// response queued, no RNR wait, every work request sent, and no
+    /// selective repeat (which may owe resends outside the queue). The
+    /// usual state of a QP after its last frame: its turn on the ready
+    /// list then costs a few loads.
+    fn surely_idle(qp: &Qp) -> bool {
+        let Some(path) = qp.path.as_ref() else {
+            return false;
+        };
+        qp.caps.qp_type == QpType::Rc
+            && matches!(qp.state, QpState::Rts | QpState::Sqd)
+            && qp.cc.rate_bps().is_none()
+            && !qp.paced_wait
+            && qp.np.pending.is_none()
+            && !qp.resp.has_output()
+            && qp.req.rnr_until.is_none()
+            && qp.req.surely_idle(path.sr)
     }
 
     /// A paced packet of `len` bytes left: the controller counts it and
