@@ -232,14 +232,16 @@ impl Device {
         let Some(path) = qp.path.as_ref() else {
             return false;
         };
-        qp.caps.qp_type == QpType::Rc
-            && matches!(qp.state, QpState::Rts | QpState::Sqd)
-            && qp.cc.rate_bps().is_none()
-            && !qp.paced_wait
-            && qp.np.pending.is_none()
+        // What a QP with work fails first goes first; the rate
+        // controller's (a call through its box) last.
+        qp.req.surely_idle(path.sr)
             && !qp.resp.has_output()
+            && qp.np.pending.is_none()
+            && qp.caps.qp_type == QpType::Rc
+            && matches!(qp.state, QpState::Rts | QpState::Sqd)
+            && !qp.paced_wait
             && qp.req.rnr_until.is_none()
-            && qp.req.surely_idle(path.sr)
+            && qp.cc.rate_bps().is_none()
     }
 
     /// A paced packet of `len` bytes left: the controller counts it and
