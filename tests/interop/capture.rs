@@ -4,7 +4,8 @@
 //! the tool implies, packets of the path MTU, the pad of a message that is
 //! not a multiple of 4, and in the payloads ferroce sent, its buffers'
 //! bytes; and, for the rerun rule,
-//! whether ferroce's resends waited for the ACK timeout with rxe silent.
+//! whether ferroce's resends waited for the ACK timeout with rxe silent,
+//! or rxe stopped in the middle of its own requests.
 
 use crate::matrix::{Cell, Role, Tool, Variant};
 use ferroce::wire::ext::AckSyndrome;
@@ -21,6 +22,8 @@ struct Pkt {
     class: Class,
     position: Position,
     psn: Psn,
+    /// The BTH's AckReq bit (IBTA §9.2.8).
+    ack_req: bool,
     /// An ACKNOWLEDGE that is a NAK or an RNR NAK: it acknowledges only
     /// the PSNs before its own (IBTA §9.7.5.2; the completer does the same).
     nak: bool,
@@ -46,6 +49,7 @@ fn read(pcap: &Path, ferroce_ip: IpAddr) -> Result<Vec<Pkt>, String> {
             class: f.info.class,
             position: f.info.position,
             psn: bth.psn,
+            ack_req: f.ack_req(),
             nak: f
                 .ext()
                 .aeth
@@ -634,6 +638,31 @@ pub fn self_test(vectors: &Path) -> Result<(), String> {
                 .into(),
         );
     }
+    // The stalled-peer rule: the whole capture has every request of both
+    // ends acknowledged; cut before the client's last LAST packet (its
+    // AckReq), the client's FIRST and two MIDDLEs are left unacknowledged
+    // and never asked to be; cut after it, an ACK was owed.
+    if peer_stopped_unasked(&whole, g1).is_ok() {
+        return Err("capture check self-test: a clean rc_pingpong taken for a stalled peer".into());
+    }
+    let cut = std::env::temp_dir().join(format!("ferroce-stalled-{}.pcap", std::process::id()));
+    before_last_message_end(&whole, &cut, g2)?;
+    let got = peer_stopped_unasked(&cut, g1);
+    let _ = std::fs::remove_file(&cut);
+    if got != Ok(3) {
+        return Err(format!(
+            "capture check self-test: rc_pingpong stopped before the client's last LAST: {got:?}, want Ok(3)"
+        ));
+    }
+    let cut = std::env::temp_dir().join(format!("ferroce-owed-ack-{}.pcap", std::process::id()));
+    without_last_ack(&whole, &cut, g1)?;
+    let got = peer_stopped_unasked(&cut, g1);
+    let _ = std::fs::remove_file(&cut);
+    if !got.as_ref().is_err_and(|e| e.contains("asked for an ACK")) {
+        return Err(format!(
+            "capture check self-test: rc_pingpong without the server's last ACK: {got:?}, want the ACK owed"
+        ));
+    }
     // ib_write_bw -R disconnects with a DREQ each way.
     match dreqs(&vectors.join("ib_write_bw_rdmacm_mtu4096.pcap"), g1) {
         Ok((a, b)) if a > 0 && b > 0 => {}
@@ -644,6 +673,81 @@ pub fn self_test(vectors: &Path) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// How many request packets the peer sent after ferroce's last ACK of
+/// them, if the capture ends in the middle of the peer's requests with
+/// nothing owed by ferroce, else why not: every request of ferroce's
+/// acknowledged, and the peer's unacknowledged packets one run of
+/// consecutive PSNs right after the last one ferroce acknowledged, each
+/// sent once and none asking for an ACK (ferroce, like rxe's responder,
+/// ACKs when AckReq asks and coalesces the rest; a gap would have owed a
+/// NAK). A requester that stops there and never resends has
+/// neither gone on nor let its ACK timer fire: it stalled.
+pub fn peer_stopped_unasked(pcap: &Path, ferroce_ip: IpAddr) -> Result<usize, String> {
+    let pkts = read(pcap, ferroce_ip)?;
+    // RC requests (a DETH marks UD: CM MADs, which have no ACK).
+    let is_request = |p: &Pkt| {
+        p.qkey.is_none()
+            && matches!(
+                p.class,
+                Class::Send | Class::Write | Class::ReadRequest | Class::Atomic
+            )
+    };
+    // The newest PSN each end acknowledged of the other's (a NAK only
+    // those before it).
+    let acked_by = |by_ferroce: bool| {
+        let mut acked: Option<Psn> = None;
+        for p in pkts
+            .iter()
+            .filter(|p| p.from_ferroce == by_ferroce && p.class == Class::Ack)
+        {
+            let upto = if p.nak { p.psn.sub(1) } else { p.psn };
+            if !acked.is_some_and(|a| !upto.after(a)) {
+                acked = Some(upto);
+            }
+        }
+        acked
+    };
+    let unacked = |p: &&Pkt, acked: Option<Psn>| !acked.is_some_and(|a| !p.psn.after(a));
+    let by_peer = acked_by(false);
+    if let Some(p) = pkts
+        .iter()
+        .filter(|p| p.from_ferroce && is_request(p))
+        .find(|p| unacked(p, by_peer))
+    {
+        return Err(format!(
+            "ferroce's request PSN {} was never acknowledged",
+            p.psn
+        ));
+    }
+    let Some(acked) = acked_by(true) else {
+        return Err("ferroce acknowledged no request of the peer's".into());
+    };
+    let tail: Vec<&Pkt> = pkts
+        .iter()
+        .filter(|p| !p.from_ferroce && is_request(p))
+        .filter(|p| unacked(p, Some(acked)))
+        .collect();
+    if tail.is_empty() {
+        return Err("ferroce acknowledged every request of the peer's".into());
+    }
+    for (i, p) in tail.iter().enumerate() {
+        if p.psn != acked.add(i as u32 + 1) {
+            return Err(format!(
+                "the peer's unacknowledged PSN {} is not the next after {} (sent again, or after a gap)",
+                p.psn,
+                acked.add(i as u32)
+            ));
+        }
+        if p.ack_req {
+            return Err(format!(
+                "the peer's PSN {} asked for an ACK that ferroce did not send",
+                p.psn
+            ));
+        }
+    }
+    Ok(tail.len())
 }
 
 /// How many times the peer sent its last message again after ferroce had
@@ -697,11 +801,7 @@ pub fn dreqs(pcap: &Path, ferroce_ip: IpAddr) -> Result<(usize, usize), String> 
 
 /// `from` copied to `to` without the last ACKNOWLEDGE that `sender` sent.
 fn without_last_ack(from: &Path, to: &Path, sender: IpAddr) -> Result<(), String> {
-    let mut frames = Vec::new();
-    let mut r = ferroce::pcap::open(from).map_err(|e| e.to_string())?;
-    while let Some(rec) = r.next_record().map_err(|e| e.to_string())? {
-        frames.push((rec.ts_ns, rec.data.to_vec()));
-    }
+    let mut frames = frames(from)?;
     let is_ack = |d: &[u8]| {
         Frame::parse(d)
             .is_ok_and(|f| f.info.class == Class::Ack && f.src().to_canonical() == sender)
@@ -711,9 +811,43 @@ fn without_last_ack(from: &Path, to: &Path, sender: IpAddr) -> Result<(), String
         .rposition(|(_, d)| is_ack(d))
         .ok_or("no ACK to remove")?;
     frames.remove(last);
+    write_frames(to, &frames)
+}
+
+/// `from`'s frames before the last request packet of `sender`'s that
+/// ends a message, copied to `to`: a capture that stops in the middle of
+/// `sender`'s last message, as if its requester had stalled there.
+fn before_last_message_end(from: &Path, to: &Path, sender: IpAddr) -> Result<(), String> {
+    let mut frames = frames(from)?;
+    let ends = |d: &[u8]| {
+        Frame::parse(d).is_ok_and(|f| {
+            matches!(f.info.class, Class::Send | Class::Write)
+                && f.info.position == Position::Last
+                && f.src().to_canonical() == sender
+        })
+    };
+    let last = frames
+        .iter()
+        .rposition(|(_, d)| ends(d))
+        .ok_or("no message of several packets")?;
+    frames.truncate(last);
+    write_frames(to, &frames)
+}
+
+/// A capture's frames: (time in ns, bytes).
+fn frames(pcap: &Path) -> Result<Vec<(u64, Vec<u8>)>, String> {
+    let mut frames = Vec::new();
+    let mut r = ferroce::pcap::open(pcap).map_err(|e| e.to_string())?;
+    while let Some(rec) = r.next_record().map_err(|e| e.to_string())? {
+        frames.push((rec.ts_ns, rec.data.to_vec()));
+    }
+    Ok(frames)
+}
+
+fn write_frames(to: &Path, frames: &[(u64, Vec<u8>)]) -> Result<(), String> {
     let mut w =
         ferroce::pcap::create(to, ferroce::pcap::Precision::Nano).map_err(|e| e.to_string())?;
-    for (ts, d) in &frames {
+    for (ts, d) in frames {
         w.write(*ts, d).map_err(|e| e.to_string())?;
     }
     w.flush().map_err(|e| e.to_string())
