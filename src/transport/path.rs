@@ -171,7 +171,9 @@ impl Path {
         } else {
             wire::icrc::compute_parts(&buf[eth_len..head], &[payload, &pads[..pad]]).ok()?
         };
-        buf[head..head + pad].fill(0);
+        if pad != 0 {
+            buf[head..head + pad].fill(0);
+        }
         buf[head + pad..head + pad + wire::len::ICRC].copy_from_slice(&icrc.to_le_bytes());
         Some((head, len))
     }

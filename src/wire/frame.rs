@@ -841,7 +841,9 @@ impl FrameRepr {
         self.ext.emit(cnp, &mut buf[off..off + hl])?;
         off += hl;
         let payload = off..off + payload_len;
-        buf[payload.end..payload.end + pad as usize].fill(0);
+        if pad != 0 {
+            buf[payload.end..payload.end + pad as usize].fill(0);
+        }
         Ok(payload)
     }
 

@@ -162,7 +162,10 @@ impl HeaderTemplate {
         let hl = info.headers_len as usize;
         ext.emit(false, &mut buf[n..n + hl])?;
         let payload = n + hl..n + hl + payload_len;
-        buf[payload.end..payload.end + pad as usize].fill(0);
+        // Most payloads need no pad: no call to memset for none.
+        if pad != 0 {
+            buf[payload.end..payload.end + pad as usize].fill(0);
+        }
         Ok(payload)
     }
 }
