@@ -135,7 +135,9 @@ pub enum Payload {
 impl Payload {
     /// One element (what nearly every work request carries).
     pub fn sge(sge: Sge) -> Payload {
-        Payload::Sges(smallvec::smallvec![sge])
+        // Built inline at once (the `smallvec!` macro pushes, with a
+        // spill path it never takes).
+        Payload::Sges(SgeList::from_buf_and_len([sge; SGE_INLINE], 1))
     }
     /// The payload's length in bytes.
     pub fn len(&self) -> u64 {
