@@ -8,7 +8,7 @@
 //! or rxe stopped in the middle of its own requests.
 
 use crate::matrix::{Cell, Role, Tool, Variant};
-use ferroce::wire::ext::AckSyndrome;
+use ferroce::wire::ext::{AckSyndrome, NakCode};
 use ferroce::wire::opcode::{Class, Position};
 use ferroce::wire::{Frame, Psn};
 use std::net::IpAddr;
@@ -27,6 +27,9 @@ struct Pkt {
     /// An ACKNOWLEDGE that is a NAK or an RNR NAK: it acknowledges only
     /// the PSNs before its own (IBTA §9.7.5.2; the completer does the same).
     nak: bool,
+    /// A NAK PSN sequence error (IBTA §9.7.5.2.1): the responder asks for
+    /// its PSN and everything after it again.
+    seq_nak: bool,
     dest_qp: u32,
     /// The DETH's Q_Key (UD).
     qkey: Option<u32>,
@@ -54,6 +57,10 @@ fn read(pcap: &Path, ferroce_ip: IpAddr) -> Result<Vec<Pkt>, String> {
                 .ext()
                 .aeth
                 .is_some_and(|a| !matches!(a.syndrome, AckSyndrome::Ack { .. })),
+            seq_nak: f
+                .ext()
+                .aeth
+                .is_some_and(|a| a.syndrome == AckSyndrome::Nak(NakCode::PsnSequenceError)),
             dest_qp: bth.dest_qp,
             qkey: f.ext().deth.map(|d| d.qkey),
             payload: f.payload.to_vec(),
@@ -663,6 +670,31 @@ pub fn self_test(vectors: &Path) -> Result<(), String> {
             "capture check self-test: rc_pingpong without the server's last ACK: {got:?}, want the ACK owed"
         ));
     }
+    // Its go-back case: ib_write_bw_loss (g2 wrote, g1 NAKed the lost
+    // PSN) recovered, so whole it is no stall; cut one packet into g2's
+    // go-back, g2 stopped there; cut at the NAK, g2 never went back.
+    let loss = vectors.join("ib_write_bw_loss.pcap");
+    if peer_stopped_unasked(&loss, g1).is_ok() {
+        return Err(
+            "capture check self-test: a recovered ib_write_bw_loss taken for a stalled peer".into(),
+        );
+    }
+    for (k, want) in [(1, Ok(1)), (0, Err("never went back"))] {
+        let cut = std::env::temp_dir().join(format!("ferroce-go-back-{}.pcap", std::process::id()));
+        into_go_back(&loss, &cut, g2, k)?;
+        let got = peer_stopped_unasked(&cut, g1);
+        let _ = std::fs::remove_file(&cut);
+        let holds = match (&got, want) {
+            (Ok(n), Ok(w)) => *n == w,
+            (Err(e), Err(w)) => e.contains(w),
+            _ => false,
+        };
+        if !holds {
+            return Err(format!(
+                "capture check self-test: ib_write_bw_loss {k} packets into the go-back: {got:?}, want {want:?}"
+            ));
+        }
+    }
     // ib_write_bw -R disconnects with a DREQ each way.
     match dreqs(&vectors.join("ib_write_bw_rdmacm_mtu4096.pcap"), g1) {
         Ok((a, b)) if a > 0 && b > 0 => {}
@@ -682,8 +714,12 @@ pub fn self_test(vectors: &Path) -> Result<(), String> {
 /// consecutive PSNs right after the last one ferroce acknowledged, each
 /// sent once and none asking for an ACK (ferroce, like rxe's responder,
 /// ACKs when AckReq asks and coalesces the rest; a gap would have owed a
-/// NAK). A requester that stops there and never resends has
-/// neither gone on nor let its ACK timer fire: it stalled.
+/// NAK). Or, where ferroce's last word was a NAK PSN sequence error for
+/// a packet lost on the way: the peer's packets before its go-back are
+/// that first pass (ferroce owes no second NAK for them, IBTA §9.7.5.2.1),
+/// and the go-back itself is such a run from the NAKed PSN, sent after the
+/// NAK. A requester that stops there and never resends has neither gone
+/// on nor let its ACK timer fire: it stalled.
 pub fn peer_stopped_unasked(pcap: &Path, ferroce_ip: IpAddr) -> Result<usize, String> {
     let pkts = read(pcap, ferroce_ip)?;
     // RC requests (a DETH marks UD: CM MADs, which have no ACK).
@@ -695,22 +731,23 @@ pub fn peer_stopped_unasked(pcap: &Path, ferroce_ip: IpAddr) -> Result<usize, St
             )
     };
     // The newest PSN each end acknowledged of the other's (a NAK only
-    // those before it).
+    // those before it), and the index of the ACK that said so.
     let acked_by = |by_ferroce: bool| {
-        let mut acked: Option<Psn> = None;
-        for p in pkts
-            .iter()
-            .filter(|p| p.from_ferroce == by_ferroce && p.class == Class::Ack)
-        {
+        let mut acked: Option<(Psn, usize)> = None;
+        for (i, p) in pkts.iter().enumerate() {
+            if p.from_ferroce != by_ferroce || p.class != Class::Ack {
+                continue;
+            }
             let upto = if p.nak { p.psn.sub(1) } else { p.psn };
-            if !acked.is_some_and(|a| !upto.after(a)) {
-                acked = Some(upto);
+            // (The last of equals: a NAK after the ACK of the PSN before.)
+            if !acked.is_some_and(|(a, _)| a.after(upto)) {
+                acked = Some((upto, i));
             }
         }
         acked
     };
-    let unacked = |p: &&Pkt, acked: Option<Psn>| !acked.is_some_and(|a| !p.psn.after(a));
-    let by_peer = acked_by(false);
+    let unacked = |p: &Pkt, acked: Option<Psn>| !acked.is_some_and(|a| !p.psn.after(a));
+    let by_peer = acked_by(false).map(|(a, _)| a);
     if let Some(p) = pkts
         .iter()
         .filter(|p| p.from_ferroce && is_request(p))
@@ -721,23 +758,40 @@ pub fn peer_stopped_unasked(pcap: &Path, ferroce_ip: IpAddr) -> Result<usize, St
             p.psn
         ));
     }
-    let Some(acked) = acked_by(true) else {
+    let Some((acked, at)) = acked_by(true) else {
         return Err("ferroce acknowledged no request of the peer's".into());
     };
-    let tail: Vec<&Pkt> = pkts
+    let tail: Vec<(usize, &Pkt)> = pkts
         .iter()
-        .filter(|p| !p.from_ferroce && is_request(p))
-        .filter(|p| unacked(p, Some(acked)))
+        .enumerate()
+        .filter(|(_, p)| !p.from_ferroce && is_request(p))
+        .filter(|(_, p)| unacked(p, Some(acked)))
         .collect();
     if tail.is_empty() {
         return Err("ferroce acknowledged every request of the peer's".into());
     }
-    for (i, p) in tail.iter().enumerate() {
-        if p.psn != acked.add(i as u32 + 1) {
+    let next = acked.add(1);
+    // After a NAK PSN sequence error for `next`, the run starts where the
+    // peer goes back to it (its first sending of `next` was lost).
+    let run = if pkts[at].seq_nak {
+        let Some(back) = tail.iter().position(|(i, p)| *i > at && p.psn == next) else {
+            return Err(format!(
+                "the peer never went back to PSN {next} after ferroce's NAK"
+            ));
+        };
+        if tail[..back].iter().any(|(_, p)| p.psn == next) {
+            return Err(format!("ferroce NAKed PSN {next}, which the peer had sent"));
+        }
+        &tail[back..]
+    } else {
+        &tail[..]
+    };
+    for (k, (_, p)) in run.iter().enumerate() {
+        if p.psn != acked.add(k as u32 + 1) {
             return Err(format!(
                 "the peer's unacknowledged PSN {} is not the next after {} (sent again, or after a gap)",
                 p.psn,
-                acked.add(i as u32)
+                acked.add(k as u32)
             ));
         }
         if p.ack_req {
@@ -747,7 +801,7 @@ pub fn peer_stopped_unasked(pcap: &Path, ferroce_ip: IpAddr) -> Result<usize, St
             ));
         }
     }
-    Ok(tail.len())
+    Ok(run.len())
 }
 
 /// How many times the peer sent its last message again after ferroce had
@@ -831,6 +885,49 @@ fn before_last_message_end(from: &Path, to: &Path, sender: IpAddr) -> Result<(),
         .rposition(|(_, d)| ends(d))
         .ok_or("no message of several packets")?;
     frames.truncate(last);
+    write_frames(to, &frames)
+}
+
+/// `from`'s frames through the `k`-th request packet `sender` sent from
+/// the PSN of the first NAK PSN sequence error it received, copied to
+/// `to`: a capture that stops `k` packets into `sender`'s go-back.
+fn into_go_back(from: &Path, to: &Path, sender: IpAddr, k: usize) -> Result<(), String> {
+    let mut frames = frames(from)?;
+    let parsed: Vec<Option<(bool, Class, Psn, bool)>> = frames
+        .iter()
+        .map(|(_, d)| {
+            Frame::parse(d).ok().map(|f| {
+                let seq_nak = f
+                    .ext()
+                    .aeth
+                    .is_some_and(|a| a.syndrome == AckSyndrome::Nak(NakCode::PsnSequenceError));
+                (
+                    f.src().to_canonical() == sender,
+                    f.info.class,
+                    f.bth().psn,
+                    seq_nak,
+                )
+            })
+        })
+        .collect();
+    let (nak, psn) = parsed
+        .iter()
+        .enumerate()
+        .find_map(|(i, p)| match p {
+            Some((false, _, psn, true)) => Some((i, *psn)),
+            _ => None,
+        })
+        .ok_or("no NAK PSN sequence error")?;
+    let theirs = |p: &Option<(bool, Class, Psn, bool)>| matches!(p, Some((true, c, _, _)) if *c != Class::Ack);
+    let back = (nak..parsed.len())
+        .find(|&i| theirs(&parsed[i]) && parsed[i].is_some_and(|p| p.2 == psn))
+        .ok_or("no go-back after the NAK")?;
+    let end = (back..parsed.len())
+        .filter(|&i| theirs(&parsed[i]))
+        .nth(k.saturating_sub(1))
+        .filter(|_| k > 0)
+        .map_or(back, |i| i + 1);
+    frames.truncate(end);
     write_frames(to, &frames)
 }
 

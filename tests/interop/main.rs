@@ -149,10 +149,11 @@ fn run(cells: &[Cell], docs: Option<&Path>) -> Result<bool, String> {
                 // again, once, and say so (here and in the table).
                 println!("  {} {v}: {why}; running it again", cell.id());
                 o.reruns.push(format!("{v}: {why}"));
-                lab.guest.run(
-                    "pkill ib_; pkill ibv_rc_pingpong; pkill ibv_ud_pingpong; pkill rping; true",
-                    Duration::from_secs(10),
-                );
+                // In a new guest: a stalled rxe can stay stalled after its
+                // tool is killed (seen: the next ib_send_lat hung before
+                // connecting).
+                drop(lab);
+                lab = Lab::start(&image, &out.join("lab"), LINK_MTU)?;
                 result = run_one(&mut lab, cell, v, &config, &dir);
             }
             match result {
@@ -383,7 +384,8 @@ fn counter_delta(before: &str, after: &str) -> Vec<(String, i64)> {
 ///   or while the capture ends in the middle of the peer's requests, the
 ///   unacknowledged ones in sequence right after ferroce's last ACK, none
 ///   with AckReq, none sent again: ferroce owed nothing, and the peer
-///   neither went on nor let its ACK timer resend;
+///   neither went on nor let its ACK timer resend (or the same of the
+///   peer's go-back after ferroce's NAK of a lost packet);
 /// - in a loss cell of ibv_rc_pingpong, which has no closing handshake,
 ///   the loss rule dropped something, the peer finished every iteration
 ///   (so it received ferroce's last message) and exited, and ferroce ran
