@@ -16,6 +16,8 @@ use std::path::Path;
 
 /// One RoCE frame of a capture.
 struct Pkt {
+    /// Its record's place in the capture (unparsed records counted).
+    record: usize,
     ts_ns: u64,
     from_ferroce: bool,
     ipv6: bool,
@@ -40,12 +42,15 @@ struct Pkt {
 fn read(pcap: &Path, ferroce_ip: IpAddr) -> Result<Vec<Pkt>, String> {
     let mut r = ferroce::pcap::open(pcap).map_err(|e| format!("{}: {e}", pcap.display()))?;
     let mut v = Vec::new();
+    let mut record = 0;
     while let Some(rec) = r.next_record().map_err(|e| e.to_string())? {
+        record += 1;
         let Ok(f) = Frame::parse(rec.data) else {
             continue;
         };
         let bth = f.bth();
         v.push(Pkt {
+            record: record - 1,
             ts_ns: rec.ts_ns,
             from_ferroce: f.ip().src().to_canonical() == ferroce_ip,
             ipv6: f.ip().ethertype() == ferroce::wire::ethernet::ETHERTYPE_IPV6,
@@ -892,41 +897,27 @@ fn before_last_message_end(from: &Path, to: &Path, sender: IpAddr) -> Result<(),
 /// the PSN of the first NAK PSN sequence error it received, copied to
 /// `to`: a capture that stops `k` packets into `sender`'s go-back.
 fn into_go_back(from: &Path, to: &Path, sender: IpAddr, k: usize) -> Result<(), String> {
-    let mut frames = frames(from)?;
-    let parsed: Vec<Option<(bool, Class, Psn, bool)>> = frames
+    // (`from_ferroce` here: sent by `sender`.)
+    let pkts = read(from, sender)?;
+    let nak = pkts
         .iter()
-        .map(|(_, d)| {
-            Frame::parse(d).ok().map(|f| {
-                let seq_nak = f
-                    .ext()
-                    .aeth
-                    .is_some_and(|a| a.syndrome == AckSyndrome::Nak(NakCode::PsnSequenceError));
-                (
-                    f.src().to_canonical() == sender,
-                    f.info.class,
-                    f.bth().psn,
-                    seq_nak,
-                )
-            })
-        })
-        .collect();
-    let (nak, psn) = parsed
-        .iter()
-        .enumerate()
-        .find_map(|(i, p)| match p {
-            Some((false, _, psn, true)) => Some((i, *psn)),
-            _ => None,
-        })
+        .position(|p| !p.from_ferroce && p.seq_nak)
         .ok_or("no NAK PSN sequence error")?;
-    let theirs = |p: &Option<(bool, Class, Psn, bool)>| matches!(p, Some((true, c, _, _)) if *c != Class::Ack);
-    let back = (nak..parsed.len())
-        .find(|&i| theirs(&parsed[i]) && parsed[i].is_some_and(|p| p.2 == psn))
-        .ok_or("no go-back after the NAK")?;
-    let end = (back..parsed.len())
-        .filter(|&i| theirs(&parsed[i]))
-        .nth(k.saturating_sub(1))
-        .filter(|_| k > 0)
-        .map_or(back, |i| i + 1);
+    let mut go_back = pkts[nak..]
+        .iter()
+        .filter(|p| p.from_ferroce && p.class != Class::Ack)
+        .skip_while(|p| p.psn != pkts[nak].psn);
+    let end = match k {
+        0 => go_back.next().ok_or("no go-back after the NAK")?.record,
+        _ => {
+            go_back
+                .nth(k - 1)
+                .ok_or("a go-back shorter than asked")?
+                .record
+                + 1
+        }
+    };
+    let mut frames = frames(from)?;
     frames.truncate(end);
     write_frames(to, &frames)
 }
