@@ -11,8 +11,10 @@
 //!
 //! Memory is what the heap holds after the QPs were created, connected
 //! and ran, less what it held before them (the devices, their CQ and
-//! region made already; both engines, so halved), per QP,
-//! less the application's queues ([`QpCaps::queue_bytes`]). It needs the
+//! region made already, and the bench's list of QP numbers; both engines,
+//! so halved), per QP, less the application's queues
+//! ([`QpCaps::queue_bytes`]). A completion finds its QP by its work
+//! request's id, with no table of the bench's own. It needs the
 //! counting allocator the `ferroce` binary installs; elsewhere it is not
 //! measured.
 
@@ -28,7 +30,6 @@ use crate::transport::{
 use crate::wire::MacAddr;
 use core::net::IpAddr;
 use serde::Serialize;
-use std::collections::HashMap;
 
 /// WRITEs outstanding in all, whatever the QP count.
 pub const WINDOW: u64 = 128;
@@ -65,7 +66,6 @@ pub fn live_heap() -> Option<i64> {
 pub struct Many<T> {
     dev: Device,
     qps: Vec<u32>,
-    index: HashMap<u32, usize>,
     cq: CqId,
     pd: PdId,
     mr: MrKeys,
@@ -85,7 +85,6 @@ impl<T: FrameBuf> Many<T> {
         Ok(Many {
             dev,
             qps: Vec::new(),
-            index: HashMap::new(),
             cq,
             pd,
             mr,
@@ -113,13 +112,18 @@ impl<T: FrameBuf> Many<T> {
             }),
             ..QpCaps::default()
         };
-        self.qps.reserve(n);
+        self.reserve(n);
         for _ in 0..n {
             let qp = self.dev.create_qp(self.pd, self.cq, self.cq, self.caps)?;
-            self.index.insert(qp, self.qps.len());
             self.qps.push(qp);
         }
         Ok(())
+    }
+
+    /// Room for `n` QPs in the list of their numbers (the application's
+    /// bookkeeping, made before the engine's memory is measured).
+    pub fn reserve(&mut self, n: usize) {
+        self.qps.reserve(n);
     }
 
     fn pump<B: Backend<Buf = T>>(&mut self, port: &mut B, now: Instant) {
@@ -185,7 +189,10 @@ impl<B: Backend> Side<B> for RoundRobin<'_, B::Buf> {
                 remote_addr: self.remote.0,
                 rkey: self.remote.1,
             };
-            let wr = SendWr::new(self.posted, op, Payload::sge(sge));
+            // The work request's id is its QP's place in the list, as an
+            // application keeps a context per QP: its completion finds it
+            // with no lookup.
+            let wr = SendWr::new(i as u64, op, Payload::sge(sge));
             if let Err(err) = self.e.dev.post_send(self.e.qps[i], wr) {
                 self.failure = Some(format!("post_send on QP {i}: {err}"));
                 return;
@@ -199,9 +206,9 @@ impl<B: Backend> Side<B> for RoundRobin<'_, B::Buf> {
         for wc in &self.e.wcs {
             if wc.status != WcStatus::Success {
                 self.failure
-                    .get_or_insert_with(|| format!("wr {}: {}", wc.wr_id, wc.status));
-            } else if let Some(&i) = self.e.index.get(&wc.qp_num) {
-                self.out[i] -= 1;
+                    .get_or_insert_with(|| format!("QP {}: {}", wc.wr_id, wc.status));
+            } else if let Some(out) = self.out.get_mut(wc.wr_id as usize) {
+                *out -= 1;
                 self.completed += 1;
             }
         }
@@ -302,6 +309,8 @@ impl<C: Clock + Sync, G> Run<'_, C, G> {
         for n in DEFAULT_COUNTS.into_iter().filter(|&n| n <= max_qps) {
             let mut a = Many::new(mac_a, ip_a)?;
             let mut b = Many::new(mac_b, ip_b)?;
+            a.reserve(n);
+            b.reserve(n);
             let before = live_heap();
             a.add_qps(n, p)?;
             b.add_qps(n, p)?;
