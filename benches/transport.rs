@@ -14,6 +14,14 @@
 //!   data copied out of the sender's region and into the receiver's.
 //! - `pkt_4KiB/wire`: baseline: emit + parse + ICRC of one such frame, and
 //!   a copy of its payload.
+//! - `write_64B_qps/N`: one signaled 64 B RDMA WRITE on the next of N
+//!   connected QPs (1, 100, 10,000), round-robin, start to finish: the
+//!   WRITE and its ACK, the completion polled. Every point does the same
+//!   work per message (a frame each way, one QP's state on each device),
+//!   so the ratio of two points is what the QP count alone costs: the
+//!   devices' tables and the QPs' state falling out of the caches.
+//!   (`ferroce bench e2e`'s QP sweep keeps 128 WRITEs out in all, which
+//!   one QP acknowledges about once per 50 and many QPs once each.)
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use ferroce::host::pump::MAX_FRAME;
@@ -29,6 +37,9 @@ struct Pair {
     b: Device,
     qa: u32,
     qb: u32,
+    /// Every QP of `a` and its peer on `b` (`qa`, `qb` first).
+    many: Vec<(u32, u32)>,
+    next: usize,
     cqa: CqId,
     cqb: CqId,
     mra: MrKeys,
@@ -42,6 +53,11 @@ const MAC_B: MacAddr = MacAddr([2, 0, 0, 0, 0, 2]);
 
 impl Pair {
     fn new(mtu: Mtu) -> Pair {
+        Pair::with_qps(mtu, 1, QpCaps::default())
+    }
+
+    /// `n` connected QPs on each device, each with `caps`.
+    fn with_qps(mtu: Mtu, n: usize, caps: QpCaps) -> Pair {
         let ip_a = "198.18.0.1".parse().unwrap();
         let ip_b = "198.18.0.2".parse().unwrap();
         let mut a = Device::new(DeviceConfig::new(MAC_A, ip_a)).unwrap();
@@ -50,22 +66,30 @@ impl Pair {
             let pd = d.alloc_pd();
             let cq = d.create_cq(4096).unwrap();
             let mr = d.reg_mr(MrSpec::new(pd, 1 << 20, Access::ALL)).unwrap();
-            let qp = d.create_qp(pd, cq, cq, QpCaps::default()).unwrap();
-            (cq, mr, qp)
+            let qps: Vec<u32> = (0..n)
+                .map(|_| d.create_qp(pd, cq, cq, caps).unwrap())
+                .collect();
+            (cq, mr, qps)
         };
-        let (cqa, mra, qa) = setup(&mut a);
-        let (cqb, mrb, qb) = setup(&mut b);
+        let (cqa, mra, qas) = setup(&mut a);
+        let (cqb, mrb, qbs) = setup(&mut b);
         let p = ConnectParams {
             mtu,
             ..ConnectParams::default()
         };
-        connect_qp(&mut a, qa, qb, MAC_B, ip_b, &p, 0, 0).unwrap();
-        connect_qp(&mut b, qb, qa, MAC_A, ip_a, &p, 0, 0).unwrap();
+        let many: Vec<(u32, u32)> = qas.into_iter().zip(qbs).collect();
+        for &(qa, qb) in &many {
+            connect_qp(&mut a, qa, qb, MAC_B, ip_b, &p, 0, 0).unwrap();
+            connect_qp(&mut b, qb, qa, MAC_A, ip_a, &p, 0, 0).unwrap();
+        }
+        let (qa, qb) = many[0];
         Pair {
             a,
             b,
             qa,
             qb,
+            many,
+            next: 0,
             cqa,
             cqb,
             mra,
@@ -122,6 +146,28 @@ impl Pair {
         self.a.poll_cq(self.cqa, 4, &mut self.wcs);
         self.b.poll_cq(self.cqb, 4, &mut self.wcs);
         assert_eq!(self.wcs.len(), 2);
+    }
+
+    /// One signaled 64 B WRITE on the next QP, to its completion.
+    fn write_64_next(&mut self) {
+        let (qa, _) = self.many[self.next];
+        self.next = (self.next + 1) % self.many.len();
+        let sge = Sge {
+            addr: self.mra.addr,
+            length: 64,
+            lkey: self.mra.lkey,
+        };
+        let op = SendOp::Write {
+            remote_addr: self.mrb.addr,
+            rkey: self.mrb.rkey,
+        };
+        self.a
+            .post_send(qa, SendWr::new(4, op, Payload::sge(sge)))
+            .unwrap();
+        self.shuttle();
+        self.wcs.clear();
+        self.a.poll_cq(self.cqa, 4, &mut self.wcs);
+        assert_eq!(self.wcs.len(), 1);
     }
 
     fn write_256k(&mut self) {
@@ -201,6 +247,22 @@ fn transport(c: &mut Criterion) {
     g.bench_function("wire", |b| {
         b.iter(|| black_box(wire_round(black_box(&mid), &pl, &mut buf, &mut dst)))
     });
+    g.finish();
+
+    let mut g = c.benchmark_group("write_64B_qps");
+    g.throughput(Throughput::Elements(1));
+    let caps = QpCaps {
+        max_send_wr: 2,
+        max_recv_wr: 1,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        max_inline_data: 0,
+        ..QpCaps::default()
+    };
+    for n in [1usize, 100, 10_000] {
+        let mut p = Pair::with_qps(Mtu::Mtu1024, n, caps);
+        g.bench_function(n.to_string(), |b| b.iter(|| p.write_64_next()));
+    }
     g.finish();
 }
 
