@@ -56,7 +56,9 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     // The capture checks on captures whose truth is known, first.
-    if let Err(e) = capture::self_test(&root().join("tests/vectors")) {
+    if let Err(e) =
+        capture::self_test(&root().join("tests/vectors")).and_then(|()| rping_self_test())
+    {
         println!("interop: FAILED: {e}");
         return ExitCode::FAILURE;
     }
@@ -143,7 +145,7 @@ fn run(cells: &[Cell], docs: Option<&Path>) -> Result<bool, String> {
             if let Some(why) = result
                 .as_ref()
                 .err()
-                .and_then(|f| not_ours(cell, f, &dir, run_drops))
+                .and_then(|f| not_ours(cell, v, f, &dir, run_drops))
             {
                 // A failure that says nothing of either transport: run it
                 // again, once, and say so (here and in the table).
@@ -399,9 +401,29 @@ fn counter_delta(before: &str, after: &str) -> Vec<(String, i64)> {
 ///   never sent because the random loss had already taken the peer's DREQ:
 ///   the capture shows no DREQ of the peer's and one of ferroce's, so the
 ///   teardown went the other way round and the cell's drop had nothing to
-///   take.
-fn not_ours(cell: &Cell, f: &Failure, dir: &Path, run_drops: (u64, u64)) -> Option<String> {
+///   take;
+/// - rping on the guest finished every ping, was told the connection was
+///   down, and then exited 255 on its own CM thread's
+///   `rdma_get_cm_event: Bad file descriptor`: that thread still reads
+///   the event channel that rping's main thread closes as it exits, and
+///   whichever ends first decides the exit code ([`rping_raced_exit`]);
+///   ferroce's end had passed (the failing step is the peer's exit).
+fn not_ours(
+    cell: &Cell,
+    v: Variant,
+    f: &Failure,
+    dir: &Path,
+    run_drops: (u64, u64),
+) -> Option<String> {
     let read = |name: &str| fs::read_to_string(dir.join(name)).unwrap_or_default();
+    if cell.tool == Tool::Rping
+        && f.step == "peer"
+        && rping_raced_exit(&read("peer.out"), cell.iters(v))
+    {
+        return Some(
+            "rping finished every ping and its disconnect, then its CM thread read the event channel rping was closing (EBADF, exit 255)".into(),
+        );
+    }
     // ferroce then finds the peer gone at its next exchange: closed, or
     // reset (perftest exits with ferroce's message unread in its socket).
     let ours_done = f.step == "peer"
@@ -530,6 +552,47 @@ fn not_ours(cell: &Cell, f: &Failure, dir: &Path, run_drops: (u64, u64)) -> Opti
 
 /// `ferroce explain` of a run's capture: every request acknowledged, no
 /// error; its story otherwise.
+/// Whether rping's output `out` shows `count` pings done, the connection
+/// torn down ("DISCONNECT EVENT..."), and only after that its CM thread's
+/// `rdma_get_cm_event` failing on the closed channel. Its stdout and
+/// stderr share one stream, so the lines may interleave mid-line.
+fn rping_raced_exit(out: &str, count: u32) -> bool {
+    let last = format!("ping data: rdma-ping-{}: ", count.saturating_sub(1));
+    let (Some(down), Some(ebadf)) = (
+        out.find("DISCONNECT EVENT..."),
+        out.rfind("rdma_get_cm_event: Bad file descriptor"),
+    ) else {
+        return false;
+    };
+    count > 0
+        && down < ebadf
+        && out
+            .lines()
+            .any(|l| l.starts_with(&last) || l.starts_with(&format!("server {last}")))
+}
+
+/// [`rping_raced_exit`] on outputs whose truth is known: the one seen in
+/// a check of the whole suite (shortened), and that output with a ping
+/// missing, with the failure before the disconnect, and without it.
+fn rping_self_test() -> Result<(), String> {
+    let raced = "ping data: rdma-ping-0: ABCD\nping data: rdma-ping-1: BCDExyzclient DISCONNECT EVENT...\nrdma_get_cm_event: Bad file descriptor\nFGHIJ\n";
+    let cases = [
+        (raced, 2, true),
+        (raced, 3, false),
+        ("ping data: rdma-ping-0: A\nrdma_get_cm_event: Bad file descriptor\nclient DISCONNECT EVENT...\n", 1, false),
+        ("ping data: rdma-ping-0: A\nclient DISCONNECT EVENT...\n", 1, false),
+        ("server ping data: rdma-ping-0: A\nserver DISCONNECT EVENT...\nrdma_get_cm_event: Bad file descriptor\n", 1, true),
+    ];
+    for (i, (out, count, want)) in cases.into_iter().enumerate() {
+        if rping_raced_exit(out, count) != want {
+            return Err(format!(
+                "rping exit self-test: case {i} ({count} pings) should be {want}"
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn explain_clean(pcap: &Path) -> Result<(), String> {
     let out = Command::new(common::ferroce())
         .arg("explain")
