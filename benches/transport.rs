@@ -148,22 +148,27 @@ impl Pair {
         assert_eq!(self.wcs.len(), 2);
     }
 
-    /// One signaled 64 B WRITE on the next QP, to its completion.
-    fn write_64_next(&mut self) {
-        let (qa, _) = self.many[self.next];
-        self.next = (self.next + 1) % self.many.len();
+    /// A WRITE of `len` bytes from the start of `a`'s region to the start
+    /// of `b`'s.
+    fn write_wr(&self, wr_id: u64, len: u32) -> SendWr {
         let sge = Sge {
             addr: self.mra.addr,
-            length: 64,
+            length: len,
             lkey: self.mra.lkey,
         };
         let op = SendOp::Write {
             remote_addr: self.mrb.addr,
             rkey: self.mrb.rkey,
         };
-        self.a
-            .post_send(qa, SendWr::new(4, op, Payload::sge(sge)))
-            .unwrap();
+        SendWr::new(wr_id, op, Payload::sge(sge))
+    }
+
+    /// One signaled 64 B WRITE on the next QP, to its completion.
+    fn write_64_next(&mut self) {
+        let (qa, _) = self.many[self.next];
+        self.next = (self.next + 1) % self.many.len();
+        let wr = self.write_wr(4, 64);
+        self.a.post_send(qa, wr).unwrap();
         self.shuttle();
         self.wcs.clear();
         self.a.poll_cq(self.cqa, 4, &mut self.wcs);
@@ -171,18 +176,8 @@ impl Pair {
     }
 
     fn write_256k(&mut self) {
-        let sge = Sge {
-            addr: self.mra.addr,
-            length: 256 << 10,
-            lkey: self.mra.lkey,
-        };
-        let op = SendOp::Write {
-            remote_addr: self.mrb.addr,
-            rkey: self.mrb.rkey,
-        };
-        self.a
-            .post_send(self.qa, SendWr::new(3, op, Payload::sge(sge)))
-            .unwrap();
+        let wr = self.write_wr(3, 256 << 10);
+        self.a.post_send(self.qa, wr).unwrap();
         self.shuttle();
         self.wcs.clear();
         self.a.poll_cq(self.cqa, 4, &mut self.wcs);

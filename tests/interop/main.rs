@@ -550,14 +550,13 @@ fn not_ours(
     None
 }
 
-/// `ferroce explain` of a run's capture: every request acknowledged, no
-/// error; its story otherwise.
 /// Whether rping's output `out` shows `count` pings done, the connection
 /// torn down ("DISCONNECT EVENT..."), and only after that its CM thread's
 /// `rdma_get_cm_event` failing on the closed channel. Its stdout and
 /// stderr share one stream, so the lines may interleave mid-line.
 fn rping_raced_exit(out: &str, count: u32) -> bool {
     let last = format!("ping data: rdma-ping-{}: ", count.saturating_sub(1));
+    let server_last = format!("server {last}");
     let (Some(down), Some(ebadf)) = (
         out.find("DISCONNECT EVENT..."),
         out.rfind("rdma_get_cm_event: Bad file descriptor"),
@@ -568,7 +567,7 @@ fn rping_raced_exit(out: &str, count: u32) -> bool {
         && down < ebadf
         && out
             .lines()
-            .any(|l| l.starts_with(&last) || l.starts_with(&format!("server {last}")))
+            .any(|l| l.starts_with(&last) || l.starts_with(&server_last))
 }
 
 /// [`rping_raced_exit`] on outputs whose truth is known: the one seen in
@@ -593,6 +592,8 @@ fn rping_self_test() -> Result<(), String> {
     Ok(())
 }
 
+/// `ferroce explain` of a run's capture: every request acknowledged, no
+/// error; its story otherwise.
 fn explain_clean(pcap: &Path) -> Result<(), String> {
     let out = Command::new(common::ferroce())
         .arg("explain")
