@@ -3,6 +3,8 @@
 //!
 //! - `unsafe` only in the DPDK module, each use justified by a
 //!   `// SAFETY:` line;
+//! - a leaf of it that imports nothing ([`LEAVES`]: the prefetch hint)
+//!   may be imported from any layer;
 //! - the layers point one way (time → wire → cc → transport → host →
 //!   verbs → tools → bin; cm on wire beside the transport; backend and
 //!   dpdk to the side; sim beside verbs):
@@ -55,6 +57,12 @@ const MODULES: &[&str] = &[
     "tools",
     "config",
 ];
+
+/// Leaf modules any layer may import, wherever they sit: each imports no
+/// module of the crate itself (checked below). `dpdk::prefetch` is the
+/// prefetch hint (DPDK's `rte_prefetch1`, one instruction), kept with the
+/// crate's other `unsafe` code and built without DPDK too.
+const LEAVES: &[(&str, &str)] = &[("crate::dpdk::prefetch", "src/dpdk/prefetch.rs")];
 
 /// What the binary may import from the library: nothing else.
 const BIN_MAY_USE: &[&str] = &["tools", "sim", "config"];
@@ -175,7 +183,10 @@ fn import_violations(files: &[(String, String)]) -> Vec<String> {
         let Some(layer) = layer_of(path) else {
             continue;
         };
-        let code = code(text);
+        let mut code = code(text);
+        for (leaf, _) in LEAVES {
+            code = code.replace(leaf, "");
+        }
         if layer == "bin" {
             for m in imported_modules(&code, "ferroce") {
                 if !BIN_MAY_USE.contains(&m.as_str()) {
@@ -468,6 +479,26 @@ fn the_checker_lets_comments_and_allowed_imports_pass() {
     let cm = "use crate::time::Instant;\nuse crate::wire::{cm::Req, mad::CmMad};\n";
     assert!(import_violations(&one("src/cm/x.rs", cm)).is_empty());
     assert!(import_violations(&one("src/tools/x.rs", "use crate::dpdk::Port;")).is_empty());
+    // A leaf, from any layer; the rest of its folder stays refused.
+    let leaf = "crate::dpdk::prefetch::prefetch(qp);\n";
+    assert!(import_violations(&one("src/transport/x.rs", leaf)).is_empty());
+    let other = "use crate::dpdk::Port;\n";
+    assert_eq!(
+        import_violations(&one("src/transport/x.rs", other)),
+        ["src/transport/x.rs: transport imports crate::dpdk"]
+    );
+}
+
+#[test]
+fn every_leaf_imports_no_module_of_the_crate() {
+    for (leaf, path) in LEAVES {
+        let text =
+            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(path)).unwrap();
+        let code = code(&text);
+        let used = imported_modules(&code, "crate");
+        assert!(used.is_empty(), "{leaf} imports {used:?}");
+        assert!(!code.contains("super::"), "{leaf} imports its parent");
+    }
 }
 
 #[test]

@@ -22,7 +22,7 @@ use std::rc::Rc;
 use ferroce::backend::fabric::LinkConfig;
 use ferroce::sim::net::SimNet;
 use ferroce::time::{Duration, Instant};
-use ferroce::transport::connect::ConnectParams;
+use ferroce::transport::connect::{connect_qp, ConnectParams};
 use ferroce::transport::*;
 use ferroce::wire::ext::rnr_timer_ns;
 use ferroce::wire::frame::seal;
@@ -5675,4 +5675,118 @@ fn selective_repeat_resends_fewer_packets_than_go_back_n() {
     };
     let (gbn, sr) = (run(Opts::default()), run(sr()));
     assert!(sr * 3 < gbn, "sr {sr} resends, gbn {gbn}");
+}
+
+/// One run of [`prefetch_hints_change_nothing`]: `qps` connected QPs a
+/// side, a 64 B WRITE of its own bytes on each, the frames moved a burst
+/// of 32 at a time, each burst's frames hinted to the receiver first when
+/// `hint` (and a frame that is no RoCE, a truncated one and one for no QP
+/// besides). What the run leaves: the writer's completions, the bytes
+/// written and both devices' counters.
+fn burst_writes(qps: usize, hint: bool) -> (Vec<Wc>, Vec<u8>, [RxCounters; 2], [QpCounters; 2]) {
+    let now = Instant::ZERO;
+    let mut devs = [MAC_A, MAC_B].map(|m| {
+        let ip = if m == MAC_A { ip_a() } else { ip_b() };
+        Device::new(DeviceConfig::new(m, ip)).unwrap()
+    });
+    let caps = QpCaps {
+        max_send_wr: 2,
+        max_recv_wr: 1,
+        ..QpCaps::default()
+    };
+    let mut made = Vec::new();
+    for d in devs.iter_mut() {
+        let pd = d.alloc_pd();
+        let cq = d.create_cq(2 * qps).unwrap();
+        let mr = d.reg_mr(MrSpec::new(pd, 64 * qps, Access::ALL)).unwrap();
+        let q: Vec<u32> = (0..qps)
+            .map(|_| d.create_qp(pd, cq, cq, caps).unwrap())
+            .collect();
+        made.push((cq, mr, q));
+    }
+    let p = ConnectParams::default();
+    for i in 0..qps {
+        let [a, b] = &mut devs;
+        let (qa, qb) = (made[0].2[i], made[1].2[i]);
+        connect_qp(a, qa, qb, MAC_B, ip_b(), &p, 0, 0).unwrap();
+        connect_qp(b, qb, qa, MAC_A, ip_a(), &p, 0, 0).unwrap();
+    }
+    let (mra, mrb) = (made[0].1, made[1].1);
+    let src = pattern(7, 64 * qps);
+    devs[0].mr_mut(mra.lkey).unwrap().copy_from_slice(&src);
+    for i in 0..qps {
+        let off = 64 * i as u64;
+        let sge = Sge {
+            addr: mra.addr + off,
+            length: 64,
+            lkey: mra.lkey,
+        };
+        let op = SendOp::Write {
+            remote_addr: mrb.addr + off,
+            rkey: mrb.rkey,
+        };
+        devs[0]
+            .post_send(made[0].2[i], SendWr::new(i as u64, op, Payload::sge(sge)))
+            .unwrap();
+    }
+    let mut buf = vec![0u8; 2048];
+    for _ in 0..4 * qps {
+        let mut moved = false;
+        for from in [0, 1] {
+            let mut burst = Vec::new();
+            while burst.len() < 32 {
+                match devs[from].poll_transmit(now, &mut buf) {
+                    Some(n) => burst.push(buf[..n].to_vec()),
+                    None => break,
+                }
+            }
+            moved |= !burst.is_empty();
+            let to = &mut devs[1 - from];
+            if hint {
+                for f in &burst {
+                    to.prefetch(f);
+                    to.prefetch(&f[..20]);
+                    let mut stray = f.clone();
+                    stray[14 + 20 + 8 + 5] ^= 0xFF;
+                    to.prefetch(&stray);
+                }
+                to.prefetch(&[0u8; 60]);
+                to.prefetch(&[]);
+            }
+            for f in &burst {
+                to.handle(now, f);
+            }
+        }
+        if !moved {
+            break;
+        }
+    }
+    let mut wcs = Vec::new();
+    devs[0].poll_cq(made[0].0, 2 * qps, &mut wcs);
+    let written = devs[1].mr(mrb.lkey).unwrap().to_vec();
+    let rx = [*devs[0].rx_counters(), *devs[1].rx_counters()];
+    let c = [devs[0].counters(), devs[1].counters()];
+    (wcs, written, rx, c)
+}
+
+/// The prefetch hints a driver gives a device ahead of a received burst
+/// ([`Device::prefetch`]), and those the device gives itself along its
+/// ready list, act from [`PREFETCH_MIN_QPS`] QPs on and change nothing: the
+/// same WRITEs on that many QPs and more, with and without hints (among
+/// them hints on frames that are no RoCE, truncated or for no QP), end
+/// with the same completions, bytes and counters, every WRITE complete and
+/// its bytes in place.
+#[test]
+fn prefetch_hints_change_nothing() {
+    let qps = PREFETCH_MIN_QPS + 44;
+    let plain = burst_writes(qps, false);
+    let hinted = burst_writes(qps, true);
+    assert_eq!(plain, hinted);
+    let (wcs, written, _, _) = hinted;
+    assert_eq!(wcs.len(), qps);
+    assert!(wcs.iter().all(|w| w.status == WcStatus::Success));
+    let mut ids: Vec<u64> = wcs.iter().map(|w| w.wr_id).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, (0..qps as u64).collect::<Vec<_>>());
+    assert_eq!(written, pattern(7, 64 * qps));
 }

@@ -20,8 +20,10 @@
 //!   headers).
 //!
 //! The option types ([`options`]) are plain data and exist without the
-//! `dpdk` feature too; everything else needs it. Every `unsafe` block
-//! carries a `// SAFETY:` line.
+//! `dpdk` feature too, as does [`prefetch`] (the cache prefetch hint, a leaf
+//! any layer may use: the transport prefetches QP state with it);
+//! everything else needs the feature. Every `unsafe` block carries a
+//! `// SAFETY:` line.
 
 #![allow(unsafe_code)]
 // Without the `dpdk` feature the types these docs link to do not exist.
@@ -32,6 +34,8 @@ pub use options::{
     eal_args, AfPacketArgs, DeviceSpec, EalOptions, HugepageMode, HugepageState, InvalidOption,
     MempoolOptions, PortOptions,
 };
+
+pub mod prefetch;
 
 // Each module below is DPDK-only by its own `#![cfg(feature = "dpdk")]`.
 mod ffi;

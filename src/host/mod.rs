@@ -77,6 +77,10 @@ impl Endpoint for Host {
         Endpoint::lent(&self.dev, l)
     }
 
+    fn prefetch(&self, frame_head: &[u8]) {
+        self.dev.prefetch(frame_head)
+    }
+
     fn poll_timeout(&self) -> Option<Instant> {
         match (self.neigh.poll_timeout(), self.dev.poll_timeout()) {
             (Some(a), Some(b)) => Some(a.min(b)),

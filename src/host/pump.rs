@@ -41,6 +41,12 @@ pub trait Endpoint {
         let _ = l;
         None
     }
+    /// A hint for each frame of a received burst (its first segment),
+    /// before any is handled: what the frame will touch may be loaded into
+    /// the caches ahead (the default does nothing).
+    fn prefetch(&self, frame_head: &[u8]) {
+        let _ = frame_head;
+    }
 }
 
 impl Endpoint for Device {
@@ -64,6 +70,9 @@ impl Endpoint for Device {
     }
     fn lent(&self, l: &Lent) -> Option<(&dyn core::any::Any, &[u8])> {
         Device::lent(self, l)
+    }
+    fn prefetch(&self, frame_head: &[u8]) {
+        Device::prefetch(self, frame_head)
     }
 }
 
@@ -106,6 +115,15 @@ pub fn pump_with<E: Endpoint, B: Backend>(
     let mut rx = Burst::new();
     loop {
         let n = port.rx_burst(&mut rx);
+        if n > 1 {
+            // The burst's QPs start loading before its first frame is
+            // handled.
+            for f in rx.iter() {
+                if let Layout::One(head) | Layout::Three([head, _, _]) = f.layout() {
+                    dev.prefetch(head);
+                }
+            }
+        }
         for f in rx.iter() {
             match f.layout() {
                 Layout::One(b) => dev.handle(now, b),

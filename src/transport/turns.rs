@@ -14,6 +14,12 @@ use super::{
 use crate::time::Instant;
 use crate::wire;
 
+/// With many QPs ([`super::PREFETCH_MIN_QPS`]), the QP this many places
+/// behind the one taking its turn on the ready list is prefetched: its
+/// state is out of the caches, and the loads start a few turns before the
+/// turn that needs them.
+const PREFETCH_AHEAD: usize = 4;
+
 impl Device {
     /// Whether some QP may have a frame to send now (the ready list that
     /// [`Device::poll_transmit`] walks is not empty). A driver with
@@ -50,6 +56,11 @@ impl Device {
             lent: None,
         };
         while let Some(qpn) = self.ready.pop_front() {
+            if self.qps.len() >= super::PREFETCH_MIN_QPS {
+                if let Some(&ahead) = self.ready.get(PREFETCH_AHEAD) {
+                    self.prefetch_qp(ahead);
+                }
+            }
             let Some(qp) = self.qps.get_mut(&qpn) else {
                 continue;
             };
