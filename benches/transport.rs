@@ -22,6 +22,12 @@
 //!   devices' tables and the QPs' state falling out of the caches.
 //!   (`ferroce bench e2e`'s QP sweep keeps 128 WRITEs out in all, which
 //!   one QP acknowledges about once per 50 and many QPs once each.)
+//! - `write_64B_qps_burst/N[/prefetch]`: one signaled 64 B WRITE on each
+//!   of the next 32 of N QPs (100, 10,000), the frames moved 32 at a time
+//!   as the pump moves a port's bursts; `/prefetch` hints each burst's
+//!   frames to the receiver first (`Device::prefetch`, as the pump does).
+//!   From `PREFETCH_MIN_QPS` QPs on, the device also prefetches along its
+//!   ready list, in both runs; at 100 QPs neither prefetches.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use ferroce::host::pump::MAX_FRAME;
@@ -45,8 +51,14 @@ struct Pair {
     mra: MrKeys,
     mrb: MrKeys,
     buf: Vec<u8>,
+    /// A burst of frames on their way, and their lengths.
+    frames: Vec<Vec<u8>>,
+    lens: Vec<usize>,
     wcs: Vec<Wc>,
 }
+
+/// Frames moved at once by `write_64_burst`, as a port's burst.
+const BURST: usize = 32;
 
 const MAC_A: MacAddr = MacAddr([2, 0, 0, 0, 0, 1]);
 const MAC_B: MacAddr = MacAddr([2, 0, 0, 0, 0, 2]);
@@ -95,6 +107,8 @@ impl Pair {
             mra,
             mrb,
             buf: vec![0; MAX_FRAME],
+            frames: vec![vec![0; MAX_FRAME]; BURST],
+            lens: vec![0; BURST],
             wcs: Vec::with_capacity(64),
         }
     }
@@ -173,6 +187,48 @@ impl Pair {
         self.wcs.clear();
         self.a.poll_cq(self.cqa, 4, &mut self.wcs);
         assert_eq!(self.wcs.len(), 1);
+    }
+
+    /// One signaled 64 B WRITE on each of the next [`BURST`] QPs, the
+    /// frames moved a burst at a time as the pump moves them: all of one
+    /// device's frames written, then handed to the other, each QP they
+    /// name prefetched first when `prefetch`.
+    fn write_64_burst(&mut self, prefetch: bool) {
+        for _ in 0..BURST {
+            let (qa, _) = self.many[self.next];
+            self.next = (self.next + 1) % self.many.len();
+            let wr = self.write_wr(4, 64);
+            self.a.post_send(qa, wr).unwrap();
+        }
+        let now = Instant::ZERO;
+        let mut done = 0;
+        while done < BURST {
+            for to_b in [true, false] {
+                let (from, to) = if to_b {
+                    (&mut self.a, &mut self.b)
+                } else {
+                    (&mut self.b, &mut self.a)
+                };
+                let mut n = 0;
+                while n < BURST {
+                    let Some(len) = from.poll_transmit(now, &mut self.frames[n]) else {
+                        break;
+                    };
+                    self.lens[n] = len;
+                    n += 1;
+                }
+                if prefetch {
+                    for f in &self.frames[..n] {
+                        to.prefetch(f);
+                    }
+                }
+                for (f, &len) in self.frames[..n].iter().zip(&self.lens) {
+                    to.handle(now, &f[..len]);
+                }
+            }
+            self.wcs.clear();
+            done += self.a.poll_cq(self.cqa, BURST, &mut self.wcs);
+        }
     }
 
     fn write_256k(&mut self) {
@@ -257,6 +313,17 @@ fn transport(c: &mut Criterion) {
     for n in [1usize, 100, 10_000] {
         let mut p = Pair::with_qps(Mtu::Mtu1024, n, caps);
         g.bench_function(n.to_string(), |b| b.iter(|| p.write_64_next()));
+    }
+    g.finish();
+
+    let mut g = c.benchmark_group("write_64B_qps_burst");
+    g.throughput(Throughput::Elements(BURST as u64));
+    for n in [100usize, 10_000] {
+        let mut p = Pair::with_qps(Mtu::Mtu1024, n, caps);
+        for pf in [false, true] {
+            let name = format!("{n}{}", if pf { "/prefetch" } else { "" });
+            g.bench_function(name, |b| b.iter(|| p.write_64_burst(pf)));
+        }
     }
     g.finish();
 }
