@@ -177,12 +177,17 @@ impl Pair {
         SendWr::new(wr_id, op, Payload::sge(sge))
     }
 
-    /// One signaled 64 B WRITE on the next QP, to its completion.
-    fn write_64_next(&mut self) {
+    /// Posts one signaled 64 B WRITE on the next QP, round-robin.
+    fn post_64_next(&mut self) {
         let (qa, _) = self.many[self.next];
         self.next = (self.next + 1) % self.many.len();
         let wr = self.write_wr(4, 64);
         self.a.post_send(qa, wr).unwrap();
+    }
+
+    /// One signaled 64 B WRITE on the next QP, to its completion.
+    fn write_64_next(&mut self) {
+        self.post_64_next();
         self.shuttle();
         self.wcs.clear();
         self.a.poll_cq(self.cqa, 4, &mut self.wcs);
@@ -195,10 +200,7 @@ impl Pair {
     /// name prefetched first when `prefetch`.
     fn write_64_burst(&mut self, prefetch: bool) {
         for _ in 0..BURST {
-            let (qa, _) = self.many[self.next];
-            self.next = (self.next + 1) % self.many.len();
-            let wr = self.write_wr(4, 64);
-            self.a.post_send(qa, wr).unwrap();
+            self.post_64_next();
         }
         let now = Instant::ZERO;
         let mut done = 0;

@@ -5770,12 +5770,12 @@ fn burst_writes(qps: usize, hint: bool) -> (Vec<Wc>, Vec<u8>, [RxCounters; 2], [
 }
 
 /// The prefetch hints a driver gives a device ahead of a received burst
-/// ([`Device::prefetch`]), and those the device gives itself along its
-/// ready list, act from [`PREFETCH_MIN_QPS`] QPs on and change nothing: the
-/// same WRITEs on that many QPs and more, with and without hints (among
-/// them hints on frames that are no RoCE, truncated or for no QP), end
-/// with the same completions, bytes and counters, every WRITE complete and
-/// its bytes in place.
+/// ([`Device::prefetch`]) change nothing: the same WRITEs on more than
+/// [`PREFETCH_MIN_QPS`] QPs, with and without those hints (among them
+/// hints on frames that are no RoCE, truncated or for no QP), end with the
+/// same completions, bytes and counters. The prefetching the device does
+/// itself along its ready list runs in both (it cannot be turned off);
+/// with it every WRITE completes and its bytes land where they should.
 #[test]
 fn prefetch_hints_change_nothing() {
     let qps = PREFETCH_MIN_QPS + 44;

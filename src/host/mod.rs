@@ -77,6 +77,10 @@ impl Endpoint for Host {
         Endpoint::lent(&self.dev, l)
     }
 
+    fn prefetches(&self) -> bool {
+        self.dev.prefetches()
+    }
+
     fn prefetch(&self, frame_head: &[u8]) {
         self.dev.prefetch(frame_head)
     }

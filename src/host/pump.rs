@@ -41,6 +41,11 @@ pub trait Endpoint {
         let _ = l;
         None
     }
+    /// Whether [`Endpoint::prefetch`] does anything now (asked once per
+    /// received burst; the default: no).
+    fn prefetches(&self) -> bool {
+        false
+    }
     /// A hint for each frame of a received burst (its first segment),
     /// before any is handled: what the frame will touch may be loaded into
     /// the caches ahead (the default does nothing).
@@ -70,6 +75,9 @@ impl Endpoint for Device {
     }
     fn lent(&self, l: &Lent) -> Option<(&dyn core::any::Any, &[u8])> {
         Device::lent(self, l)
+    }
+    fn prefetches(&self) -> bool {
+        Device::prefetches(self)
     }
     fn prefetch(&self, frame_head: &[u8]) {
         Device::prefetch(self, frame_head)
@@ -115,7 +123,7 @@ pub fn pump_with<E: Endpoint, B: Backend>(
     let mut rx = Burst::new();
     loop {
         let n = port.rx_burst(&mut rx);
-        if n > 1 {
+        if n > 1 && dev.prefetches() {
             // The burst's QPs start loading before its first frame is
             // handled.
             for f in rx.iter() {

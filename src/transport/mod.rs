@@ -367,12 +367,6 @@ fn pkey_match(a: u16, b: u16) -> bool {
 }
 
 impl Qp {
-    /// Prefetch hints for what a frame of this QP reads: all of the QP's
-    /// own lines (loads through it would stall on the QP first).
-    fn prefetch(&self) {
-        crate::dpdk::prefetch::prefetch(self);
-    }
-
     fn mtu(&self) -> u32 {
         self.attr.path_mtu.bytes()
     }
@@ -1022,24 +1016,32 @@ impl Device {
 
     // ----- driving -----
 
+    /// Whether the device prefetches QP state: it has at least
+    /// [`PREFETCH_MIN_QPS`] QPs (with fewer, their state stays in the
+    /// caches). A driver asks once per received burst before giving
+    /// [`Device::prefetch`] its frames.
+    pub fn prefetches(&self) -> bool {
+        self.qps.len() >= PREFETCH_MIN_QPS
+    }
+
     /// A hint ahead of [`Device::handle`], for each frame of a received
     /// burst before any of them is handled: starts loading the state of
     /// the QP the frame names into the caches, so that the misses of a
-    /// burst's QPs overlap instead of stalling one at a time. With fewer
-    /// than [`PREFETCH_MIN_QPS`] QPs it does nothing (their state stays in
-    /// the caches). Changes no state; costs a lookup.
+    /// burst's QPs overlap instead of stalling one at a time. Does nothing
+    /// unless [`Device::prefetches`]. Changes no state; costs a lookup.
     pub fn prefetch(&self, frame_head: &[u8]) {
-        if self.qps.len() >= PREFETCH_MIN_QPS {
+        if self.prefetches() {
             if let Some(qpn) = wire::frame::peek_dest_qp(frame_head) {
                 self.prefetch_qp(qpn);
             }
         }
     }
 
-    /// Prefetches QP `qpn`'s state, if it exists.
+    /// Prefetches every cache line of QP `qpn`'s state, if it exists (loads
+    /// through it would stall on the QP first).
     fn prefetch_qp(&self, qpn: u32) {
         if let Some(qp) = self.qps.get(&qpn) {
-            qp.prefetch();
+            crate::dpdk::prefetch::prefetch(qp);
         }
     }
 

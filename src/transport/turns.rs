@@ -56,7 +56,7 @@ impl Device {
             lent: None,
         };
         while let Some(qpn) = self.ready.pop_front() {
-            if self.qps.len() >= super::PREFETCH_MIN_QPS {
+            if self.prefetches() {
                 if let Some(&ahead) = self.ready.get(PREFETCH_AHEAD) {
                     self.prefetch_qp(ahead);
                 }
