@@ -47,6 +47,42 @@ uint16_t ferroce_pktmbuf_segs(const struct rte_mbuf *m, const void **addr, uint1
 	}
 	return m->nb_segs;
 }
+
+/* Starts loading what handling a received burst reads: each frame's mbuf
+ * (both its lines: the second holds `next`) and its first data line; for a
+ * frame in segments (a zero-copy frame: headers, payload, tail) the
+ * payload's mbuf, the tail's mbuf and the tail's data. Each pass reads
+ * only lines an earlier pass asked for, so the loads of the whole burst
+ * overlap instead of following one another, frame by frame. */
+void ferroce_prefetch_burst(struct rte_mbuf *const *m, uint16_t n)
+{
+	uint16_t i;
+	for (i = 0; i < n; i++) {
+		rte_prefetch0(m[i]);
+		rte_prefetch0(&m[i]->next);
+	}
+	for (i = 0; i < n; i++) {
+		const struct rte_mbuf *s = m[i];
+		rte_prefetch0(rte_pktmbuf_mtod(s, const void *));
+		if (s->next != NULL) {
+			rte_prefetch0(s->next);
+			rte_prefetch0(&s->next->next);
+		}
+	}
+	for (i = 0; i < n; i++) {
+		const struct rte_mbuf *s = m[i]->next;
+		if (s != NULL && s->next != NULL) {
+			rte_prefetch0(s->next);
+			rte_prefetch0(&s->next->next);
+		}
+	}
+	for (i = 0; i < n; i++) {
+		const struct rte_mbuf *s = m[i]->next;
+		if (s != NULL && s->next != NULL)
+			rte_prefetch0(rte_pktmbuf_mtod(s->next, const void *));
+	}
+}
+
 uint16_t ferroce_pktmbuf_headroom(const struct rte_mbuf *m) { return rte_pktmbuf_headroom(m); }
 uint16_t ferroce_pktmbuf_tailroom(const struct rte_mbuf *m) { return rte_pktmbuf_tailroom(m); }
 void ferroce_pktmbuf_reset(struct rte_mbuf *m) { rte_pktmbuf_reset(m); }

@@ -37,6 +37,9 @@ struct rte_mbuf *ferroce_pktmbuf_next(const struct rte_mbuf *m);
 /* The first `max` segments of a chain: each one's data address and length;
  * returns the chain's number of segments (which may exceed `max`). */
 uint16_t ferroce_pktmbuf_segs(const struct rte_mbuf *m, const void **addr, uint16_t *len, uint16_t max);
+/* Prefetches what handling the `n` received frames `m` reads (mbufs,
+ * headers, segments chained behind). */
+void ferroce_prefetch_burst(struct rte_mbuf *const *m, uint16_t n);
 uint16_t ferroce_pktmbuf_headroom(const struct rte_mbuf *m);
 uint16_t ferroce_pktmbuf_tailroom(const struct rte_mbuf *m);
 void ferroce_pktmbuf_reset(struct rte_mbuf *m);

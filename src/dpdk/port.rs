@@ -672,10 +672,17 @@ impl Backend for PortQueue {
         // SAFETY: Mbuf is repr(transparent) over a non-null mbuf pointer, so
         // the burst's spare capacity is an array of `want` pointer slots that
         // rx_burst fills; the first n become owned Mbufs via set_len. This
-        // PortQueue is the only poller of rx queue q.
+        // PortQueue is the only poller of rx queue q. The prefetch only
+        // reads those n mbufs (and the segments chained to them), ours now.
         unsafe {
             let slots = out.as_mut_ptr().add(len) as *mut *mut ffi::rte_mbuf;
-            let n = usize::from(ffi::ferroce_rx_burst(self.id, self.q, slots, want as u16));
+            let n = ffi::ferroce_rx_burst(self.id, self.q, slots, want as u16);
+            if n > 1 {
+                // What handling the burst reads starts loading at once, so
+                // that its misses overlap instead of coming one per frame.
+                ffi::ferroce_prefetch_burst(slots, n);
+            }
+            let n = usize::from(n);
             out.set_len(len + n);
             n
         }
