@@ -1,5 +1,9 @@
-/* See shim.h: each function forwards to one DPDK inline function or macro. */
+/* See shim.h: most functions forward to one DPDK inline function or macro;
+ * a few do a hot path's several steps in one call (a received burst's
+ * prefetch, zero-copy send's chaining). */
 #include "shim.h"
+
+#include <string.h>
 
 #include <rte_cycles.h>
 #include <rte_errno.h>
@@ -87,21 +91,42 @@ uint16_t ferroce_pktmbuf_headroom(const struct rte_mbuf *m) { return rte_pktmbuf
 uint16_t ferroce_pktmbuf_tailroom(const struct rte_mbuf *m) { return rte_pktmbuf_tailroom(m); }
 void ferroce_pktmbuf_reset(struct rte_mbuf *m) { rte_pktmbuf_reset(m); }
 
-int ferroce_attach_lent(struct rte_mbuf *ext, void *addr, uint16_t len,
-                        rte_mbuf_extbuf_free_callback_t free_cb, void *fcb_opaque)
+int ferroce_lend(struct rte_mempool *segs, struct rte_mbuf *frame, uint16_t head,
+                 void *addr, uint16_t len,
+                 rte_mbuf_extbuf_free_callback_t free_cb, void *fcb_opaque)
 {
+	struct rte_mbuf *seg[2];
 	struct rte_mbuf_ext_shared_info *s;
-	if (rte_pktmbuf_tailroom(ext) < sizeof(*s))
+	uint16_t written = frame->data_len, t;
+	char *to;
+	if (frame->nb_segs != 1 || head > written || len == 0)
 		return -1;
-	s = rte_pktmbuf_mtod(ext, struct rte_mbuf_ext_shared_info *);
+	t = written - head;
+	if (rte_pktmbuf_alloc_bulk(segs, seg, 2) != 0)
+		return -1;
+	/* Everything that can fail comes before the attach: once `seg[0]`
+	 * points into the region, freeing it counts a frame done. */
+	to = rte_pktmbuf_append(seg[1], t);
+	if (to == NULL || rte_pktmbuf_tailroom(seg[0]) < sizeof(*s)) {
+		rte_pktmbuf_free_bulk(seg, 2);
+		return -1;
+	}
+	memcpy(to, rte_pktmbuf_mtod_offset(frame, char *, head), t);
+	s = rte_pktmbuf_mtod(seg[0], struct rte_mbuf_ext_shared_info *);
 	s->free_cb = free_cb;
 	s->fcb_opaque = fcb_opaque;
 	rte_mbuf_ext_refcnt_set(s, 1);
-	rte_pktmbuf_attach_extbuf(ext, addr, (rte_iova_t)(uintptr_t)addr, len, s);
-	return rte_pktmbuf_append(ext, len) == NULL ? -1 : 0;
+	rte_pktmbuf_attach_extbuf(seg[0], addr, (rte_iova_t)(uintptr_t)addr, len, s);
+	seg[0]->data_len = len;
+	seg[0]->pkt_len = len;
+	/* The frame keeps its headers; the pad and ICRC moved to the tail. */
+	frame->data_len = head;
+	frame->next = seg[0];
+	seg[0]->next = seg[1];
+	frame->nb_segs = 3;
+	frame->pkt_len = (uint32_t)head + len + t;
+	return 0;
 }
-
-int ferroce_pktmbuf_chain(struct rte_mbuf *head, struct rte_mbuf *tail) { return rte_pktmbuf_chain(head, tail); }
 
 uint64_t ferroce_mem_virt2iova(const void *addr) { return rte_mem_virt2iova(addr); }
 

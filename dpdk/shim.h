@@ -44,12 +44,15 @@ uint16_t ferroce_pktmbuf_headroom(const struct rte_mbuf *m);
 uint16_t ferroce_pktmbuf_tailroom(const struct rte_mbuf *m);
 void ferroce_pktmbuf_reset(struct rte_mbuf *m);
 
-/* external (zero-copy) buffers: `ext` (an empty mbuf) is attached to `len`
- * bytes at `addr`, with a shared info block of refcount 1 made in ext's own,
- * now unused, data room; returns 0, or -1 if that room is too small. */
-int ferroce_attach_lent(struct rte_mbuf *ext, void *addr, uint16_t len,
-                        rte_mbuf_extbuf_free_callback_t free_cb, void *fcb_opaque);
-int ferroce_pktmbuf_chain(struct rte_mbuf *head, struct rte_mbuf *tail);
+/* Zero-copy send in one call: `frame` (one segment: `head` bytes of
+ * headers, then its pad and ICRC) becomes three, its headers, an mbuf of
+ * `segs` attached to the `len` bytes at `addr` (shared info of refcount 1
+ * in its own data room, `free_cb` called when it is freed) and one of
+ * `segs` holding the pad and ICRC. 0, or -1 with `frame` unchanged and
+ * nothing attached. */
+int ferroce_lend(struct rte_mempool *segs, struct rte_mbuf *frame, uint16_t head,
+                 void *addr, uint16_t len,
+                 rte_mbuf_extbuf_free_callback_t free_cb, void *fcb_opaque);
 uint64_t ferroce_mem_virt2iova(const void *addr);
 
 /* rings */

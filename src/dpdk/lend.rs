@@ -19,6 +19,7 @@ use super::error::Result;
 use super::ffi;
 use super::hugemem::HugeMem;
 use super::mbuf::Mbuf;
+use super::mempool::Mempool;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -96,72 +97,56 @@ impl DmaRegion {
 
     /// Makes `frame` (a frame's headers, `head` bytes, then its pad and
     /// ICRC) carry `len` bytes of this region from `offset` on between the
-    /// two: `ext` attached to those bytes, then `tail` holding the pad and
-    /// ICRC, chained behind the headers. `ext` and `tail` are empty mbufs
-    /// with some data room. `false` (the frame unchanged, the two mbufs
-    /// freed) when the range is out of the block or longer than an mbuf
-    /// can point at.
+    /// two: an mbuf of `segs` attached to those bytes, then another of
+    /// `segs` holding the pad and ICRC, chained behind the headers (one
+    /// call into the shim). `false` (the frame unchanged, nothing lent)
+    /// when the range is out of the block or longer than an mbuf can point
+    /// at, or `segs` is empty.
     pub(crate) fn lend(
         &self,
+        segs: &Mempool,
         frame: &mut Mbuf,
         head: usize,
         offset: usize,
         len: usize,
-        ext: Mbuf,
-        mut tail: Mbuf,
     ) -> bool {
         let s = self.shared();
-        let (Some(end), Ok(len16)) = (offset.checked_add(len), u16::try_from(len)) else {
+        let (Some(end), Ok(len16), Ok(head16)) = (
+            offset.checked_add(len),
+            u16::try_from(len),
+            u16::try_from(head),
+        ) else {
             return false;
         };
-        let written = frame.data_len();
-        if end > s.mem.len() || head > written || frame.nb_segs() != 1 || len == 0 {
+        if end > s.mem.len() {
             return false;
         }
-        let t = written - head;
-        match tail.append(t) {
-            Some(dst) => dst.copy_from_slice(&frame.data()[head..written]),
-            None => return false,
-        }
         let at = s.mem.as_slice()[offset..end].as_ptr() as *mut libc::c_void;
-        // SAFETY: `ext` is an empty mbuf we own; `at` is `len` bytes inside
-        // the block, which stays mapped while the count says a frame is in
-        // flight (Drop); `shared` outlives every callback for the same
-        // reason. The IOVA is the address: ports that lend are software
-        // ones that read an mbuf by its address.
-        let attached = unsafe {
-            ffi::ferroce_attach_lent(
-                ext.ptr(),
+        // SAFETY: `frame` is an mbuf we own, `segs` a live pool; `at` is
+        // `len` bytes inside the block, which stays mapped while the count
+        // says a frame is in flight (Drop); `shared` outlives every
+        // callback for the same reason. The shim checks the frame's shape
+        // and every room before it attaches anything, and leaves the frame
+        // unchanged when it fails. The IOVA is the address: ports that
+        // lend are software ones that read an mbuf by its address.
+        let lent = unsafe {
+            ffi::ferroce_lend(
+                segs.as_ptr(),
+                frame.ptr(),
+                head16,
                 at,
                 len16,
                 Some(frame_done),
                 self.shared.as_ptr() as *mut libc::c_void,
             )
         } == 0;
-        if !attached {
-            return false;
+        if lent {
+            // The frame is still ours (not sent, so not freed): counted
+            // before its callback can run, `freed` never passes `lent`.
+            s.lent
+                .store(s.lent.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         }
-        // Counted while `ext` is still ours, before anything can free it
-        // (and call `frame_done`), so `freed` never passes `lent`.
-        s.lent
-            .store(s.lent.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-        if !frame.trim(t) {
-            return false;
-        }
-        let p = frame.ptr();
-        for seg in [ext, tail] {
-            let raw = seg.into_raw();
-            // SAFETY: `frame` owns its chain; a segment chained to it is
-            // freed with it. Chaining fails only past the segment limit
-            // (two more never pass it); then the segment is ours to free.
-            unsafe {
-                if ffi::ferroce_pktmbuf_chain(p, raw.as_ptr()) != 0 {
-                    drop(Mbuf::from_raw(raw));
-                    return false;
-                }
-            }
-        }
-        true
+        lent
     }
 }
 

@@ -752,9 +752,6 @@ impl Backend for PortQueue {
         let Some(pool) = self.port.0.segment_pool() else {
             return false;
         };
-        let (Some(ext), Some(tail)) = (pool.alloc(), pool.alloc()) else {
-            return false;
-        };
-        region.lend(frame, head, offset, len, ext, tail)
+        region.lend(pool, frame, head, offset, len)
     }
 }
