@@ -122,13 +122,14 @@ impl DmaRegion {
             return false;
         }
         let at = s.mem.as_slice()[offset..end].as_ptr() as *mut libc::c_void;
+        // The shim checks the frame's shape and every room before it
+        // attaches anything, and leaves the frame unchanged when it fails.
+        // The IOVA is the address: ports that lend are software ones that
+        // read an mbuf by its address.
         // SAFETY: `frame` is an mbuf we own, `segs` a live pool; `at` is
         // `len` bytes inside the block, which stays mapped while the count
         // says a frame is in flight (Drop); `shared` outlives every
-        // callback for the same reason. The shim checks the frame's shape
-        // and every room before it attaches anything, and leaves the frame
-        // unchanged when it fails. The IOVA is the address: ports that
-        // lend are software ones that read an mbuf by its address.
+        // callback for the same reason.
         let lent = unsafe {
             ffi::ferroce_lend(
                 segs.as_ptr(),
