@@ -4269,6 +4269,15 @@ fn bad_frames_are_counted_and_dropped() {
     let mut flipped = req.clone();
     let at = flipped.len() - 10;
     flipped[at] ^= 0x10;
+    // A flip in a header byte the ICRC covers and no other check does:
+    // one that varies per packet (the PSN), one every packet of the QP
+    // keeps (the UDP source port).
+    let flip = |at: usize| {
+        let mut f = req.clone();
+        f[at] ^= 0x01;
+        f
+    };
+    let (psn_flipped, sport_flipped) = (flip(14 + 20 + 8 + 11), flip(14 + 21));
     let mut arp = req.clone();
     arp[12..14].copy_from_slice(&[0x08, 0x06]);
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
@@ -4283,6 +4292,8 @@ fn bad_frames_are_counted_and_dropped() {
         ),
         ("wrong ICRC", bad_icrc, "icrc"),
         ("payload bit flipped", flipped, "icrc"),
+        ("PSN bit flipped", psn_flipped, "icrc"),
+        ("UDP source port bit flipped", sport_flipped, "icrc"),
         ("not RoCE", arp, "not_roce"),
         (
             "unknown QP",

@@ -133,7 +133,12 @@ impl Path {
     ) -> Option<usize> {
         let (at, len, eth_len) = self.headers(p, payload_len, buf)?;
         fill(&mut buf[at]);
-        seal_frame(buf, len, eth_len, self.icrc_offload)?;
+        match &self.tmpl {
+            Some(t) if !self.icrc_offload => {
+                t.seal(&mut buf[..len]).ok()?;
+            }
+            _ => seal_frame(buf, len, eth_len, self.icrc_offload)?,
+        }
         let mut end = len;
         if let Some(t) = p.int.filter(|_| self.int) {
             t.emit(buf.get_mut(end..)?)?;
@@ -166,10 +171,11 @@ impl Path {
         let head = at.start;
         let pad = len - wire::len::ICRC - at.end;
         let pads = [0u8; 3];
-        let icrc = if self.icrc_offload {
-            OFFLOADED_ICRC
-        } else {
-            wire::icrc::compute_parts(&buf[eth_len..head], &[payload, &pads[..pad]]).ok()?
+        let rest = [payload, &pads[..pad]];
+        let icrc = match &self.tmpl {
+            _ if self.icrc_offload => OFFLOADED_ICRC,
+            Some(t) => t.icrc_parts(&buf[eth_len..head], &rest).ok()?,
+            None => wire::icrc::compute_parts(&buf[eth_len..head], &rest).ok()?,
         };
         if pad != 0 {
             buf[head..head + pad].fill(0);

@@ -10,10 +10,15 @@
 //! [`FrameRepr::emit_headers`] writes them, and the bytes are the same as
 //! that function's for the same packet (tested below and in
 //! `tests/wire_props.rs`).
+//!
+//! The ICRC's share of the bytes every packet keeps is folded once too
+//! ([`HeadFold`]): [`HeaderTemplate::seal`] runs the CRC over what follows
+//! the BTH only, and adds the share of each varying byte from a table.
 
 use super::bth;
 use super::field::{set_u16, set_u24};
 use super::frame::{ExtHeaders, FrameRepr, IpRepr, ICRC_LEN};
+use super::icrc::HeadFold;
 use super::opcode::{HeaderSet, Opcode};
 use super::psn::{pad_count, Psn};
 use super::{ethernet, ipv4, ipv6, udp};
@@ -38,6 +43,8 @@ pub struct HeaderTemplate {
     /// IPv4: the one's-complement sum of the header's words with the total
     /// length and the checksum zero, not yet folded.
     v4_sum: u32,
+    /// The ICRC's share of the bytes every packet keeps, folded once.
+    icrc: HeadFold,
 }
 
 /// The BTH fields that vary from packet to packet.
@@ -80,12 +87,14 @@ impl HeaderTemplate {
                 .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
                 .sum();
         }
+        let icrc = HeadFold::new(&bytes[ip_at..off]).map_err(|_| Error::Truncated)?;
         Ok(HeaderTemplate {
             bytes,
             len: off as u8,
             ip_at: ip_at as u8,
             v6,
             v4_sum,
+            icrc,
         })
     }
 
@@ -167,6 +176,28 @@ impl HeaderTemplate {
             buf[payload.end..payload.end + pad as usize].fill(0);
         }
         Ok(payload)
+    }
+
+    /// Writes the ICRC of a frame of this template's QP built at the start
+    /// of `frame` by [`HeaderTemplate::emit_headers`] (payload and pad in
+    /// place; its last 4 bytes the ICRC's), from the template's folded
+    /// prefix: the CRC runs over what follows the BTH only.
+    pub fn seal(&self, frame: &mut [u8]) -> Result<u32> {
+        let n = frame.len().checked_sub(ICRC_LEN).ok_or(Error::Truncated)?;
+        let ip = frame.get(self.ip_at as usize..n).ok_or(Error::Truncated)?;
+        let c = self.icrc.compute(ip, &[]).map_err(|_| Error::Truncated)?;
+        frame[n..].copy_from_slice(&c.to_le_bytes());
+        Ok(c)
+    }
+
+    /// The ICRC of a frame of this template's QP held in parts: its
+    /// headers from the IP header on (as [`HeaderTemplate::emit_headers`]
+    /// wrote them, extension headers included), then each of `rest` in
+    /// order (the payload, the pad), without the ICRC.
+    pub fn icrc_parts(&self, ip_head: &[u8], rest: &[&[u8]]) -> Result<u32> {
+        self.icrc
+            .compute(ip_head, rest)
+            .map_err(|_| Error::Truncated)
     }
 }
 
@@ -288,6 +319,13 @@ mod tests {
                         let n = r.frame_len(len);
                         assert_eq!(t.frame_len(opcode, len), n);
                         assert_eq!(want[..n], got[..n], "{op:?} {len} B {:?}", base.ip);
+                        // The folded ICRC is the one computed whole.
+                        let whole = crate::wire::frame::seal(&mut want[..n], t.eth_len());
+                        assert_eq!(t.seal(&mut got[..n]), whole);
+                        let ip = &got[t.eth_len()..n - ICRC_LEN];
+                        let (head, rest) = ip.split_at(b.start - t.eth_len());
+                        assert_eq!(t.icrc_parts(head, &[rest]).ok(), whole.ok());
+                        assert_eq!(want[..n], got[..n]);
                     }
                 }
             }
