@@ -56,12 +56,20 @@ impl Offload {
 }
 
 /// Seals a frame of `len` bytes written at the start of `buf`: its ICRC
-/// computed, or left to the NIC.
-fn seal_frame(buf: &mut [u8], len: usize, eth_len: usize, offload_icrc: bool) -> Option<()> {
-    if offload_icrc {
-        seal_offloaded(&mut buf[..len]).ok()
-    } else {
-        seal(&mut buf[..len], eth_len).ok().map(|_| ())
+/// left to the NIC, or computed, from the folded prefix of `tmpl` when the
+/// frame's headers are that template's packet's (not a CNP's).
+fn seal_frame(
+    buf: &mut [u8],
+    len: usize,
+    eth_len: usize,
+    offload_icrc: bool,
+    tmpl: Option<&HeaderTemplate>,
+) -> Option<()> {
+    let frame = &mut buf[..len];
+    match tmpl {
+        _ if offload_icrc => seal_offloaded(frame).ok(),
+        Some(t) => t.seal(frame).ok().map(|_| ()),
+        None => seal(frame, eth_len).ok().map(|_| ()),
     }
 }
 
@@ -133,12 +141,7 @@ impl Path {
     ) -> Option<usize> {
         let (at, len, eth_len) = self.headers(p, payload_len, buf)?;
         fill(&mut buf[at]);
-        match &self.tmpl {
-            Some(t) if !self.icrc_offload => {
-                t.seal(&mut buf[..len]).ok()?;
-            }
-            _ => seal_frame(buf, len, eth_len, self.icrc_offload)?,
-        }
+        seal_frame(buf, len, eth_len, self.icrc_offload, self.tmpl.as_ref())?;
         let mut end = len;
         if let Some(t) = p.int.filter(|_| self.int) {
             t.emit(buf.get_mut(end..)?)?;
@@ -305,7 +308,7 @@ impl Path {
         r.ext = ExtHeaders::default();
         r.emit_headers(0, buf).ok()?;
         let len = r.frame_len(0);
-        seal_frame(buf, len, r.eth.header_len(), self.icrc_offload)?;
+        seal_frame(buf, len, r.eth.header_len(), self.icrc_offload, None)?;
         Some(len)
     }
 
