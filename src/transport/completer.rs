@@ -227,16 +227,14 @@ impl Requester {
             return Outcome::Ok;
         };
         if let Payload::Sges(s) = &w.wr.payload {
-            let len = f.payload.len() as u64;
             if env
                 .mrs
-                .check_span(env.pd, s, off, len, Access::LOCAL_WRITE)
+                .check_scatter(env.pd, s, off, f.payload, Access::LOCAL_WRITE)
                 .is_err()
             {
                 // The READ's local buffer was deregistered meanwhile.
                 return self.fail_at(env, psn, WcStatus::LocProtErr);
             }
-            env.mrs.scatter(s, off, f.payload);
         }
         if last {
             self.sq[0].done = true;

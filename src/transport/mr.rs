@@ -523,6 +523,36 @@ impl MrTable {
         Some((mem.lender()?, bytes))
     }
 
+    /// [`MrTable::check_span`] for `data.len()` bytes, then, if it holds,
+    /// [`MrTable::scatter`] of `data`: nothing is written unless every
+    /// element the bytes reach may be. Data that lands in one element (a
+    /// message's packet, usually) costs one lookup of its region.
+    pub fn check_scatter(
+        &mut self,
+        pd: PdId,
+        sges: &[Sge],
+        offset: u64,
+        data: &[u8],
+        need: Access,
+    ) -> Result<(), AccessError> {
+        let len = data.len() as u64;
+        let mut it = pieces(sges, offset, len);
+        if let (Some((p, 0)), None) = (it.next(), it.next()) {
+            if u64::from(p.length) == len {
+                let mr = self
+                    .mrs
+                    .get_mut(&p.lkey)
+                    .ok_or(AccessError::NoSuchKey(p.lkey))?;
+                let o = mr.admit(p.lkey, pd, p.addr, len, need)?;
+                mr.mem.bytes_mut()[o..o + data.len()].copy_from_slice(data);
+                return Ok(());
+            }
+        }
+        self.check_span(pd, sges, offset, len, need)?;
+        self.scatter(sges, offset, data);
+        Ok(())
+    }
+
     /// Copies `data` into the data described by `sges` from `offset` on
     /// (scatter). Returns false if the SGEs are too short (nothing beyond
     /// them is written).
@@ -800,6 +830,55 @@ mod tests {
         t.gather(pd, &sges, 2, &mut out).unwrap();
         assert_eq!(&out[..5], b"abcde");
         assert_eq!(out[5], b'x');
+    }
+
+    #[test]
+    fn a_checked_scatter_writes_nothing_unless_the_whole_span_may_be() {
+        let (mut t, pd, k) = table();
+        let one = |addr, length| Sge {
+            addr,
+            length,
+            lkey: k.lkey,
+        };
+        let w = Access::LOCAL_WRITE;
+        // In one element, and across two.
+        t.check_scatter(pd, &[one(0x1000, 8)], 2, b"abc", w)
+            .unwrap();
+        assert_eq!(&t.bytes(k.lkey).unwrap()[2..5], b"abc");
+        let two = [one(0x1010, 2), one(0x1020, 4)];
+        t.check_scatter(pd, &two, 1, b"xyz", w).unwrap();
+        assert_eq!(&t.bytes(k.lkey).unwrap()[0x11..0x12], b"x");
+        assert_eq!(&t.bytes(k.lkey).unwrap()[0x20..0x22], b"yz");
+        // Each failure leaves the region as it was.
+        let before = t.bytes(k.lkey).unwrap().to_vec();
+        let other = t.alloc_pd();
+        let cases = [
+            (other, vec![one(0x1000, 8)], AccessError::WrongPd(0x77)),
+            (pd, vec![one(0x103C, 8)], AccessError::OutOfBounds(0x77)),
+            (
+                pd,
+                vec![one(0x1000, 2), one(0x103E, 8)],
+                AccessError::OutOfBounds(0x77),
+            ),
+            (
+                pd,
+                vec![Sge {
+                    addr: 0x1000,
+                    length: 8,
+                    lkey: 9,
+                }],
+                AccessError::NoSuchKey(9),
+            ),
+        ];
+        for (pd, sges, want) in cases {
+            assert_eq!(t.check_scatter(pd, &sges, 0, b"12345678", w), Err(want));
+        }
+        let ro = Access::REMOTE_READ;
+        assert_eq!(
+            t.check_scatter(pd, &[one(0x1000, 8)], 0, b"1", ro),
+            Err(AccessError::NotPermitted(0x77))
+        );
+        assert_eq!(t.bytes(k.lkey).unwrap(), &before[..]);
     }
 
     #[test]

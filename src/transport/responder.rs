@@ -503,19 +503,19 @@ impl Responder {
         }
         if env
             .mrs
-            .check_span(env.pd, &wqe.sges, *offset, len, Access::LOCAL_WRITE)
+            .check_scatter(env.pd, &wqe.sges, *offset, f.payload, Access::LOCAL_WRITE)
             .is_err()
         {
-            // A receive WQE whose L_Key, PD, rights or bounds do not fit:
-            // a local protection error on the receive and, class A, NAK
-            // remote operational error (IBTA §9.9.3.1.2; rxe: malformed WQE).
+            // A receive WQE whose L_Key, PD, rights or bounds do not fit
+            // (nothing was written): a local protection error on the
+            // receive and, class A, NAK remote operational error (IBTA
+            // §9.9.3.1.2; rxe: malformed WQE).
             let wqe = wqe.clone();
             self.in_msg = InMsg::None;
             let wc = Self::recv_wc(env, wqe.wr_id, WcStatus::LocProtErr, WcOpcode::Recv);
             self.complete_recv(env, &wqe, wc);
             return self.nak(env, psn, NakCode::RemoteOperationalError);
         }
-        env.mrs.scatter(&wqe.sges, *offset, f.payload);
         *offset += len;
         if info.ends_message() {
             let ext = f.ext();
