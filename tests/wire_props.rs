@@ -414,6 +414,10 @@ proptest! {
         prop_assert_eq!(f.info.opcode, r.bth.opcode);
         prop_assert_eq!(f.ip_offset, r.eth.header_len());
         prop_assert_eq!((f.src(), f.dst()), (r.ip.src(), r.ip.dst()));
+        // Each extension header read alone is the one read with the rest.
+        let ext = f.ext();
+        prop_assert_eq!((f.aeth(), f.reth()), (ext.aeth, ext.reth));
+        prop_assert_eq!((f.imm(), f.ieth()), (ext.imm, ext.ieth));
         if let Err(e) = common::oracle::agrees(bytes, &f) {
             return Err(TestCaseError::fail(e));
         }

@@ -72,7 +72,7 @@ impl Requester {
         }
         match info.class {
             Class::Ack => {
-                let Some(aeth) = f.ext().aeth else {
+                let Some(aeth) = f.aeth() else {
                     return Outcome::Ok;
                 };
                 match aeth.syndrome {

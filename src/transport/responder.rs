@@ -427,7 +427,7 @@ impl Responder {
                 );
             }
             Class::ReadRequest => {
-                let Some(reth) = f.ext().reth else { return };
+                let Some(reth) = f.reth() else { return };
                 let Some(r) = self.res.iter().find(|r| psn.in_range(r.first, r.npkts)) else {
                     return; // forgotten: class D, dropped
                 };
@@ -518,8 +518,7 @@ impl Responder {
         }
         *offset += len;
         if info.ends_message() {
-            let ext = f.ext();
-            return self.finish_send(env, psn, ext.imm, ext.ieth);
+            return self.finish_send(env, psn, f.imm(), f.ieth());
         }
         Verdict::Ok
     }
@@ -573,7 +572,7 @@ impl Responder {
             return self.rnr(env, psn);
         }
         if info.starts_message() {
-            let Some(reth) = f.ext().reth else {
+            let Some(reth) = f.reth() else {
                 return self.nak(env, psn, NakCode::InvalidRequest);
             };
             let total = reth.dma_len as u64;
@@ -630,7 +629,7 @@ impl Responder {
         *va = va.wrapping_add(len);
         *resid -= len;
         if info.ends_message() {
-            let imm = if imm { f.ext().imm } else { None };
+            let imm = if imm { f.imm() } else { None };
             return self.finish_write(env, psn, imm);
         }
         Verdict::Ok
@@ -663,7 +662,7 @@ impl Responder {
 
     fn read(&mut self, env: &mut RespEnv<'_, '_>, f: &Frame<'_>) -> Verdict {
         let psn = f.psn();
-        let Some(reth) = f.ext().reth else {
+        let Some(reth) = f.reth() else {
             return self.nak(env, psn, NakCode::InvalidRequest);
         };
         self.read_at(env, psn, reth)

@@ -700,6 +700,49 @@ impl<'a> Frame<'a> {
         ExtHeaders::parse(self.info.headers, &self.bytes[at..])
     }
 
+    /// The `n` bytes of extension header `h` (a single header of
+    /// [`HeaderSet`]) if the opcode carries it, found at its place after
+    /// the BTH without reading the others (parse checked their length).
+    #[inline]
+    fn ext_bytes(&self, h: HeaderSet, n: usize) -> Option<&'a [u8]> {
+        let set = self.info.headers;
+        if !set.contains(h) {
+            return None;
+        }
+        let at = self.bth_offset + bth::HEADER_LEN + set.before(h).len();
+        self.bytes.get(at..at + n)
+    }
+
+    /// The AETH, if the opcode carries one: [`Frame::ext`]'s `aeth`.
+    #[inline]
+    pub fn aeth(&self) -> Option<AethRepr> {
+        self.ext_bytes(HeaderSet::AETH, 4)
+            .map(|s| AethRepr::parse(&Aeth::new_unchecked(s)))
+    }
+
+    /// The RETH, if the opcode carries one: [`Frame::ext`]'s `reth`.
+    #[inline]
+    pub fn reth(&self) -> Option<RethRepr> {
+        self.ext_bytes(HeaderSet::RETH, 16)
+            .map(|s| RethRepr::parse(&Reth::new_unchecked(s)))
+    }
+
+    /// The immediate data, if the opcode carries it: [`Frame::ext`]'s
+    /// `imm`.
+    #[inline]
+    pub fn imm(&self) -> Option<u32> {
+        self.ext_bytes(HeaderSet::IMMDT, 4)
+            .map(|s| ImmDt::new_unchecked(s).imm())
+    }
+
+    /// The R_Key to invalidate, if the opcode carries an IETH:
+    /// [`Frame::ext`]'s `ieth`.
+    #[inline]
+    pub fn ieth(&self) -> Option<u32> {
+        self.ext_bytes(HeaderSet::IETH, 4)
+            .map(|s| Ieth::new_unchecked(s).rkey())
+    }
+
     /// Every header as plain values.
     pub fn repr(&self) -> FrameRepr {
         FrameRepr {

@@ -104,26 +104,42 @@ impl HeaderSet {
     pub const fn contains(self, o: HeaderSet) -> bool {
         self.0 & o.0 == o.0
     }
-    /// Total length of the headers in the set.
+    /// Total length of the headers in the set (one table lookup).
     pub const fn len(self) -> usize {
-        let mut n = 0;
-        // Indexed by bit: DETH, XRCETH, FETH, RETH, AtomicETH, AETH,
-        // AtomicAckETH, ImmDt, IETH, CNP.
-        let sizes = [8, 4, 4, 16, 28, 4, 8, 4, 4, 16];
-        let mut i = 0;
-        while i < sizes.len() {
-            if self.0 & (1 << i) != 0 {
-                n += sizes[i];
-            }
-            i += 1;
-        }
-        n
+        SET_LEN[(self.0 & 0x3FF) as usize] as usize
+    }
+    /// The headers of the set that come before header `h` (one of the
+    /// single headers above) on the wire: where `h` starts, after the BTH,
+    /// is their [`HeaderSet::len`].
+    pub const fn before(self, h: HeaderSet) -> HeaderSet {
+        HeaderSet(self.0 & h.0.wrapping_sub(1))
     }
     /// Whether the set holds no header.
     pub const fn is_empty(self) -> bool {
         self.0 == 0
     }
 }
+
+/// [`HeaderSet::len`] of every set, indexed by its bits: the sum of the
+/// sizes of its headers, by bit DETH 8, XRCETH 4, FETH 4, RETH 16,
+/// AtomicETH 28, AETH 4, AtomicAckETH 8, ImmDt 4, IETH 4 and CNP's 16
+/// reserved bytes (IBTA Vol. 1 §9.3; A17 §17.9.2).
+const SET_LEN: [u8; 1024] = {
+    let sizes = [8u8, 4, 4, 16, 28, 4, 8, 4, 4, 16];
+    let mut t = [0u8; 1024];
+    let mut set = 0;
+    while set < 1024 {
+        let mut i = 0;
+        while i < sizes.len() {
+            if set & (1 << i) != 0 {
+                t[set] += sizes[i];
+            }
+            i += 1;
+        }
+        set += 1;
+    }
+    t
+};
 
 /// The operation of an opcode (its bits 4..0), ib_pack.h's names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -459,6 +475,38 @@ static TABLE: [Option<OpcodeInfo>; 256] = {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sets_length_is_its_headers_and_before_is_what_precedes() {
+        let singles = [
+            (HeaderSet::DETH, 8),
+            (HeaderSet::XRCETH, 4),
+            (HeaderSet::FETH, 4),
+            (HeaderSet::RETH, 16),
+            (HeaderSet::ATOMIC_ETH, 28),
+            (HeaderSet::AETH, 4),
+            (HeaderSet::ATOMIC_ACK_ETH, 8),
+            (HeaderSet::IMMDT, 4),
+            (HeaderSet::IETH, 4),
+            (HeaderSet::CNP, 16),
+        ];
+        for bits in 0u16..1024 {
+            let set = HeaderSet(bits);
+            let mut want = 0;
+            for (k, &(h, n)) in singles.iter().enumerate() {
+                if set.contains(h) {
+                    want += n;
+                }
+                let before: usize = singles[..k]
+                    .iter()
+                    .filter(|(g, _)| set.contains(*g))
+                    .map(|(_, n)| n)
+                    .sum();
+                assert_eq!(set.before(h).len(), before, "{bits:#b} before {k}");
+            }
+            assert_eq!(set.len(), want, "{bits:#b}");
+        }
+    }
 
     #[test]
     fn the_table_matches_ib_pack_h() {
