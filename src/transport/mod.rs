@@ -1128,9 +1128,8 @@ impl Device {
             qp.np.on_marked(&self.cfg.congestion.np, now, pkey);
         }
         let (int, sr) = match &qp.path {
-            // Neither trailer is read on a plain path (the common case).
-            Some(p) if p.int || p.sr => p.trailers(tail, &mut qp.counters.int_missing),
-            _ => (None, None),
+            Some(p) => p.trailers(tail, &mut qp.counters.int_missing),
+            None => (None, None),
         };
         let fatal = if f.info.is_request() {
             if let Some(Trailer::Collect(s)) = int {

@@ -224,7 +224,23 @@ impl Path {
     /// bytes after its IP packet: the INT trailer on a path with INT
     /// (counted in `int_missing` when absent), then the selective-repeat
     /// trailer on a path with selective repeat.
+    #[inline]
     pub(super) fn trailers(
+        &self,
+        tail: &[u8],
+        int_missing: &mut u64,
+    ) -> (Option<Trailer>, Option<SrTrailer>) {
+        if !self.int && !self.sr {
+            // A plain path (the common case) reads neither: decided where
+            // the frame is handled, without a call.
+            return (None, None);
+        }
+        self.read_trailers(tail, int_missing)
+    }
+
+    /// [`Path::trailers`] on a path with INT or selective repeat.
+    #[inline(never)]
+    fn read_trailers(
         &self,
         tail: &[u8],
         int_missing: &mut u64,
