@@ -165,12 +165,11 @@ impl Requester {
                 if let Payload::Sges(s) = &self.sq[0].wr.payload {
                     if env
                         .mrs
-                        .check_span(env.pd, s, 0, 8, Access::LOCAL_WRITE)
+                        .check_scatter(env.pd, s, 0, &orig.to_le_bytes(), Access::LOCAL_WRITE)
                         .is_err()
                     {
                         return self.fail_at(env, psn, WcStatus::LocProtErr);
                     }
-                    env.mrs.scatter(s, 0, &orig.to_le_bytes());
                 }
                 self.sq[0].done = true;
                 self.progress(env, psn.add(1));

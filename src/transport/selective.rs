@@ -225,12 +225,11 @@ impl Responder {
                 if off + len > wqe.len
                     || env
                         .mrs
-                        .check_span(env.pd, &wqe.sges, off, len, Access::LOCAL_WRITE)
+                        .check_scatter(env.pd, &wqe.sges, off, f.payload, Access::LOCAL_WRITE)
                         .is_err()
                 {
                     return None;
                 }
-                env.mrs.scatter(&wqe.sges, off, f.payload);
             }
             _ => return None,
         }
@@ -588,16 +587,14 @@ impl Requester {
         } else {
             data
         };
-        let len = data.len() as u64;
-        if len > 0
+        if !data.is_empty()
             && env
                 .mrs
-                .check_span(env.pd, sges, off, len, Access::LOCAL_WRITE)
+                .check_scatter(env.pd, sges, off, data, Access::LOCAL_WRITE)
                 .is_err()
         {
             return None;
         }
-        env.mrs.scatter(sges, off, data);
         env.counters.sr_responses_ahead += 1;
         self.sack.answer(psn);
         let w = &mut self.sq[i];
