@@ -42,13 +42,31 @@ macro_rules! counters {
 }
 
 counters! {
-    /// What one QP saw and did.
+    /// What one QP saw and did. The counters every packet moves come
+    /// first: they share a cache line of the QP's state.
     QpCounters {
         /// Packets sent (rxe `sent_pkts`).
         sent_pkts,
         /// Packets received for this QP and accepted by its checks (rxe
         /// `rcvd_pkts`).
         rcvd_pkts,
+        /// READ requests executed (mlx5 `rx_read_requests`).
+        rx_read_requests,
+        /// WRITE messages executed (mlx5 `rx_write_requests`).
+        rx_write_requests,
+        /// Atomics executed (mlx5 `rx_atomic_requests`).
+        rx_atomic_requests,
+        /// SEND messages received (rxe `rdma_recvs` counts packets).
+        rdma_recvs,
+        /// Messages whose sending started (rxe `rdma_sends` counts packets).
+        rdma_sends,
+        /// ACKs and NAKs sent.
+        acks_sent,
+        /// Packets (requests, READ responses) written with their payload
+        /// left in its region for the port to send from there (zero-copy
+        /// send, `Device::set_zero_copy`), not copied into the frame (a
+        /// port that then cannot attach it copies it in after all).
+        lent_pkts,
         /// Request packets sent again by go-back-N (mlx5 `roce_adp_retrans`
         /// counts adaptive ones; this counts all).
         retransmitted_pkts,
@@ -103,18 +121,6 @@ counters! {
         resp_cqe_error,
         /// Receive work requests flushed (mlx5 `resp_cqe_flush_error`).
         resp_cqe_flush_error,
-        /// READ requests executed (mlx5 `rx_read_requests`).
-        rx_read_requests,
-        /// WRITE messages executed (mlx5 `rx_write_requests`).
-        rx_write_requests,
-        /// Atomics executed (mlx5 `rx_atomic_requests`).
-        rx_atomic_requests,
-        /// SEND messages received (rxe `rdma_recvs` counts packets).
-        rdma_recvs,
-        /// Messages whose sending started (rxe `rdma_sends` counts packets).
-        rdma_sends,
-        /// ACKs and NAKs sent.
-        acks_sent,
         /// ECN CE-marked packets received (mlx5
         /// `np_ecn_marked_roce_packets`).
         np_ecn_marked_roce_packets,
@@ -163,11 +169,6 @@ counters! {
         /// Selective repeat: READ responses and atomic acknowledgements
         /// taken ahead of an unanswered READ or atomic before them.
         sr_responses_ahead,
-        /// Packets (requests, READ responses) written with their payload
-        /// left in its region for the port to send from there (zero-copy
-        /// send, `Device::set_zero_copy`), not copied into the frame (a
-        /// port that then cannot attach it copies it in after all).
-        lent_pkts,
     }
 }
 

@@ -306,33 +306,40 @@ impl DeviceConfig {
     }
 }
 
+/// One QP's state, laid out for many QPs (`repr(C)`). With thousands of
+/// QPs a QP's state leaves the caches between its turns, and a message
+/// pays for each cache line of it that it touches; so what every packet
+/// reads comes first, here and inside [`Requester`], [`Responder`],
+/// [`Path`] and [`QpCounters`], and what only selective repeat, INT and
+/// errors read lies behind it.
 #[derive(Debug)]
+#[repr(C)]
 struct Qp {
     qpn: u32,
     pd: PdId,
     send_cq: CqId,
     recv_cq: CqId,
     state: QpState,
-    attr: QpAttr,
-    caps: QpCaps,
-    path: Option<Path>,
-    req: Requester,
-    resp: Responder,
-    counters: QpCounters,
-    backlog: VecDeque<(CqId, Wc)>,
     /// In ERR after a protocol error: the queued NAK still goes out.
     drain_out: bool,
     /// On the device's ready list.
     ready: bool,
-    /// The notification point: CNPs owed for CE-marked packets.
-    np: congestion::Np,
-    /// The reaction point: the rate this QP may send at.
-    cc: Box<dyn RateController>,
-    pacer: Pacer,
     /// Paced output waits for [`Pacer::release_at`].
     paced_wait: bool,
     /// The deadline this QP holds in the device's timer heap.
     armed: Option<Instant>,
+    /// The notification point: CNPs owed for CE-marked packets.
+    np: congestion::Np,
+    req: Requester,
+    resp: Responder,
+    path: Option<Path>,
+    pacer: Pacer,
+    /// The reaction point: the rate this QP may send at.
+    cc: Box<dyn RateController>,
+    backlog: VecDeque<(CqId, Wc)>,
+    attr: QpAttr,
+    caps: QpCaps,
+    counters: QpCounters,
 }
 
 /// From this many QPs on, a device prefetches the state of the QPs a

@@ -73,23 +73,12 @@ fn seal_frame(
     }
 }
 
-/// The headers every packet of one QP shares.
+/// The headers every packet of one QP shares. What a packet reads when
+/// the QP has a template comes first (`repr(C)`): the template and the
+/// choices beside it; the fields it was built from after.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C)]
 pub struct Path {
-    /// Source MAC address: the port's.
-    pub smac: MacAddr,
-    /// Destination MAC address: the next hop's.
-    pub dmac: MacAddr,
-    /// The port's 802.1Q tag, if it is on a VLAN (see [`super::vlan`]).
-    pub vlan: Option<VlanTag>,
-    /// Source and destination, DSCP / ECN, TTL or hop limit.
-    pub ip: IpRepr,
-    /// Constant per QP (A17 §17.3.2.1).
-    pub src_port: u16,
-    /// Partition key of every BTH (IBTA Vol. 1 §9.2.6).
-    pub pkey: u16,
-    /// Destination QP number of every BTH (IBTA Vol. 1 §9.2.7).
-    pub dest_qp: u32,
     /// Both ends agreed to INT telemetry
     /// ([`AddressVector::int_telemetry`](super::AddressVector::int_telemetry)):
     /// packets carry the trailer of [`crate::wire::int`].
@@ -105,6 +94,20 @@ pub struct Path {
     /// and patched per packet; `None` (a path whose fields change per
     /// send, as UD's) builds each packet's headers from the fields.
     pub(super) tmpl: Option<HeaderTemplate>,
+    /// Source MAC address: the port's.
+    pub smac: MacAddr,
+    /// Destination MAC address: the next hop's.
+    pub dmac: MacAddr,
+    /// The port's 802.1Q tag, if it is on a VLAN (see [`super::vlan`]).
+    pub vlan: Option<VlanTag>,
+    /// Source and destination, DSCP / ECN, TTL or hop limit.
+    pub ip: IpRepr,
+    /// Constant per QP (A17 §17.3.2.1).
+    pub src_port: u16,
+    /// Partition key of every BTH (IBTA Vol. 1 §9.2.6).
+    pub pkey: u16,
+    /// Destination QP number of every BTH (IBTA Vol. 1 §9.2.7).
+    pub dest_qp: u32,
 }
 
 /// One packet to write: the BTH fields that vary and the extension headers.

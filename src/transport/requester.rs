@@ -138,14 +138,17 @@ impl QpConfig {
     }
 }
 
-/// What the requester and completer of one QP hold.
+/// What the requester and completer of one QP hold. What every packet
+/// reads comes first (`repr(C)`; see the QP's own struct), selective
+/// repeat's scoreboard last.
 #[derive(Debug)]
+#[repr(C)]
 pub(crate) struct Requester {
     pub sq: VecDeque<SendWqe>,
-    pub max_send_wr: usize,
-    pub cfg: QpConfig,
     /// Index in `sq` of the work request the next packet comes from.
     pub next: usize,
+    pub max_send_wr: usize,
+    pub cfg: QpConfig,
     /// Packet index within it.
     pub next_pkt: u32,
     /// PSN of the next packet sent (new or again).
@@ -154,18 +157,14 @@ pub(crate) struct Requester {
     pub max_psn: Psn,
     /// PSN of the oldest packet not acknowledged.
     pub comp_psn: Psn,
+    pub since_ackreq: u32,
     /// READs and atomics sent and not answered.
     pub rd_atomic_outstanding: u32,
+    /// The receive sequence number of the next message that consumes a
+    /// receive WQE.
+    pub rsn_next: u32,
     pub retry_left: u8,
     pub rnr_left: u8,
-    /// Local ACK timer deadline.
-    pub timer: Option<Instant>,
-    /// No packet leaves before this (RNR NAK wait).
-    pub rnr_until: Option<Instant>,
-    /// The PSN the last retry went back to, until the next progress: a
-    /// second NAK for it is a duplicate.
-    pub rewound_at: Option<Psn>,
-    pub since_ackreq: u32,
     /// A work request failed locally: no message starts after it (those
     /// before it may still be sent again).
     pub stopped: bool,
@@ -173,16 +172,20 @@ pub(crate) struct Requester {
     pub drained_reported: bool,
     /// The packet being built found its data's region gone.
     lost_region: bool,
+    /// Selective repeat: the short timeout fired with no progress since;
+    /// the next one is the QP's own.
+    pub low_rto_spent: bool,
+    /// The PSN the last retry went back to, until the next progress: a
+    /// second NAK for it is a duplicate.
+    pub rewound_at: Option<Psn>,
+    /// Local ACK timer deadline.
+    pub timer: Option<Instant>,
+    /// No packet leaves before this (RNR NAK wait).
+    pub rnr_until: Option<Instant>,
     /// Each packet's send time and length until acknowledged.
     pub log: SendLog,
     /// Selective repeat: what the responder acknowledged selectively.
     pub sack: Scoreboard,
-    /// The receive sequence number of the next message that consumes a
-    /// receive WQE.
-    pub rsn_next: u32,
-    /// Selective repeat: the short timeout fired with no progress since;
-    /// the next one is the QP's own.
-    pub low_rto_spent: bool,
 }
 
 /// What the requester needs of its QP to build a packet.

@@ -117,29 +117,32 @@ pub(super) enum Out {
     },
 }
 
-/// The responder half of a QP.
+/// The responder half of a QP. What every packet reads comes first
+/// (`repr(C)`; see the QP's own struct), selective repeat's and INT's
+/// state last.
 #[derive(Debug)]
+#[repr(C)]
 pub(crate) struct Responder {
     pub e_psn: Psn,
     /// Messages completed, 24 bits.
     pub msn: u32,
-    pub(super) sent_psn_nak: bool,
-    pub rq: VecDeque<RecvWqe>,
-    pub max_recv_wr: usize,
-    pub(super) in_msg: InMsg,
-    res: VecDeque<Resource>,
-    pub(super) out: VecDeque<Out>,
     pub(super) since_ack: u32,
     /// Receive WQEs consumed, 24 bits: the receive sequence number of the
     /// next message that takes one (selective repeat places by it).
     pub(super) rsn: u32,
-    /// Selective repeat: the packets placed ahead of `e_psn`.
-    pub(super) reorder: Reorder,
     pub ack_every: u32,
     /// The protection domain of the QP's memory.
     pd: PdId,
+    pub(super) sent_psn_nak: bool,
     /// A fatal NAK decided while sending (not while receiving).
     failed: Option<NakCode>,
+    pub max_recv_wr: usize,
+    pub rq: VecDeque<RecvWqe>,
+    pub(super) out: VecDeque<Out>,
+    pub(super) in_msg: InMsg,
+    res: VecDeque<Resource>,
+    /// Selective repeat: the packets placed ahead of `e_psn`.
+    pub(super) reorder: Reorder,
     /// The hops the latest request's INT trailer collected, echoed in
     /// every response on a path with INT ([`crate::wire::int`]).
     pub int_echo: IntStack,
