@@ -4753,6 +4753,84 @@ fn a_full_send_cq_does_not_block_receives() {
     assert_eq!(s.iter().map(|w| w.wr_id).collect::<Vec<_>>(), [0, 1, 2]);
 }
 
+#[test]
+fn completions_held_back_on_one_full_cq_from_many_qps_all_arrive_in_order() {
+    // Three QPs of A share a send CQ of room 1; each completes two
+    // signaled WRITEs. What the CQ cannot take waits per QP and comes out
+    // as it is polled, each QP's in order; a QP destroyed meanwhile takes
+    // its own with it.
+    let mut a = Device::new(DeviceConfig::new(MAC_A, ip_a())).unwrap();
+    let mut b = Device::new(DeviceConfig::new(MAC_B, ip_b())).unwrap();
+    let caps = QpCaps {
+        max_send_wr: 4,
+        ..QpCaps::default()
+    };
+    let (pa, pb) = (a.alloc_pd(), b.alloc_pd());
+    let cq = a.create_cq(1).unwrap();
+    let cqb = b.create_cq(16).unwrap();
+    let mra = a.reg_mr(MrSpec::new(pa, 4096, Access::ALL)).unwrap();
+    let mrb = b.reg_mr(MrSpec::new(pb, 4096, Access::ALL)).unwrap();
+    let p = ConnectParams::default();
+    let mut qps = Vec::new();
+    for _ in 0..3 {
+        let qa = a.create_qp(pa, cq, cq, caps).unwrap();
+        let qb = b.create_qp(pb, cqb, cqb, caps).unwrap();
+        connect_qp(&mut a, qa, qb, MAC_B, ip_b(), &p, 0, 0).unwrap();
+        connect_qp(&mut b, qb, qa, MAC_A, ip_a(), &p, 0, 0).unwrap();
+        qps.push(qa);
+    }
+    for (i, &qa) in qps.iter().enumerate() {
+        for k in 0..2 {
+            let sge = Sge {
+                addr: mra.addr,
+                length: 8,
+                lkey: mra.lkey,
+            };
+            let op = SendOp::Write {
+                remote_addr: mrb.addr,
+                rkey: mrb.rkey,
+            };
+            let id = (10 * i + k) as u64;
+            a.post_send(qa, SendWr::new(id, op, Payload::sge(sge)))
+                .unwrap();
+        }
+    }
+    let mut buf = vec![0u8; 4096];
+    let now = Instant::ZERO;
+    loop {
+        let mut moved = false;
+        while let Some(n) = a.poll_transmit(now, &mut buf) {
+            b.handle(now, &buf[..n]);
+            moved = true;
+        }
+        while let Some(n) = b.poll_transmit(now, &mut buf) {
+            a.handle(now, &buf[..n]);
+            moved = true;
+        }
+        if !moved {
+            break;
+        }
+    }
+    assert_eq!(a.cq_len(cq), 1);
+    // The third QP goes with what it held back.
+    let mut got = Vec::new();
+    a.poll_cq(cq, 1, &mut got);
+    let gone = qps[2];
+    a.destroy_qp(gone).unwrap();
+    while a.poll_cq(cq, 1, &mut got) > 0 {
+        assert!(a.cq_len(cq) <= 1);
+    }
+    assert!(got.iter().all(|w| w.status == WcStatus::Success));
+    let ids: Vec<u64> = got.iter().map(|w| w.wr_id).collect();
+    for i in 0..2u64 {
+        let mine: Vec<u64> = ids.iter().copied().filter(|&id| id / 10 == i).collect();
+        assert_eq!(mine, [10 * i, 10 * i + 1], "QP {i}'s completions: {ids:?}");
+    }
+    // Of the destroyed QP's, only what the CQ held before may be there.
+    let theirs = ids.iter().filter(|&&id| id / 10 == 2).count();
+    assert!(theirs == 0 || (theirs == 1 && ids[0] / 10 == 2), "{ids:?}");
+}
+
 // ===========================================================================
 // A fault soak on the simulated fabric.
 

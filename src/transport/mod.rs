@@ -326,6 +326,8 @@ struct Qp {
     ready: bool,
     /// Paced output waits for [`Pacer::release_at`].
     paced_wait: bool,
+    /// On the device's list of QPs holding completions back.
+    backlog_listed: bool,
     /// The deadline this QP holds in the device's timer heap.
     armed: Option<Instant>,
     /// The notification point: CNPs owed for CE-marked packets.
@@ -365,6 +367,37 @@ fn nak_status(code: wire::ext::NakCode) -> WcStatus {
         wire::ext::NakCode::RemoteOperationalError => WcStatus::RemOpErr,
         _ => WcStatus::RemInvReqErr,
     }
+}
+
+/// Lists `qp` among the QPs holding completions back (once), if it holds
+/// any.
+fn note_backlog(list: &mut Vec<u32>, qp: &mut Qp) {
+    if !qp.backlog_listed && !qp.backlog.is_empty() {
+        qp.backlog_listed = true;
+        list.push(qp.qpn);
+    }
+}
+
+/// Moves `qp`'s held-back completions to their CQs as far as there is
+/// room, in order per CQ (a full CQ holds back its own completions only);
+/// returns whether some are still held back.
+fn drain_backlog(qp: &mut Qp, cqs: &mut [Cq]) -> bool {
+    let mut full: Vec<CqId> = Vec::new();
+    let mut i = 0;
+    while let Some(&(id, wc)) = qp.backlog.get(i) {
+        if !full.contains(&id) {
+            match cqs.get_mut(id.0 as usize) {
+                Some(c) if c.q.len() < c.cap => {
+                    c.q.push_back(wc);
+                    qp.backlog.remove(i);
+                    continue;
+                }
+                _ => full.push(id),
+            }
+        }
+        i += 1;
+    }
+    !qp.backlog.is_empty()
 }
 
 /// P_Keys match if their low 15 bits do and one is a full member (IBTA
@@ -476,7 +509,10 @@ pub struct Device {
     /// Counters of destroyed QPs, kept in the device totals.
     gone: QpCounters,
     events: VecDeque<Event>,
-    backlogged: bool,
+    /// The QPs holding completions back for a full CQ (their `backlog`),
+    /// each once, in the order they began to: [`Device::poll_cq`] walks
+    /// these and no other QP.
+    backlogged: Vec<u32>,
     /// Every QP's next deadline. Each method that acts on a QP re-arms that QP
     /// ([`Device::rearm`]), so [`Device::poll_timeout`], which drivers ask after
     /// every event, is a peek rather than a walk over every QP.
@@ -519,7 +555,7 @@ impl Device {
             rx: RxCounters::default(),
             gone: QpCounters::default(),
             events: VecDeque::new(),
-            backlogged: false,
+            backlogged: Vec::new(),
             int_tx_bytes: 0,
             ect_received: 0,
             timers: DeadlineHeap::default(),
@@ -641,28 +677,15 @@ impl Device {
         };
         let n = max.min(c.q.len());
         out.extend(c.q.drain(..n));
-        if self.backlogged {
-            self.backlogged = false;
-            for qp in self.qps.values_mut() {
-                // In order per CQ: a full CQ holds back its own
-                // completions only.
-                let mut full: Vec<CqId> = Vec::new();
-                let mut i = 0;
-                while let Some(&(id, wc)) = qp.backlog.get(i) {
-                    if !full.contains(&id) {
-                        match self.cqs.get_mut(id.0 as usize) {
-                            Some(c) if c.q.len() < c.cap => {
-                                c.q.push_back(wc);
-                                qp.backlog.remove(i);
-                                continue;
-                            }
-                            _ => full.push(id),
-                        }
-                    }
-                    i += 1;
-                }
-                self.backlogged |= !qp.backlog.is_empty();
-            }
+        if !self.backlogged.is_empty() {
+            let (qps, cqs) = (&mut self.qps, &mut self.cqs);
+            self.backlogged.retain(|qpn| {
+                let Some(qp) = qps.get_mut(qpn) else {
+                    return false;
+                };
+                qp.backlog_listed = drain_backlog(qp, cqs);
+                qp.backlog_listed
+            });
         }
         n
     }
@@ -731,6 +754,7 @@ impl Device {
                 resp: Responder::new(caps.max_recv_wr as usize, cfg.ack_every, pd),
                 counters: QpCounters::default(),
                 backlog: VecDeque::new(),
+                backlog_listed: false,
                 drain_out: false,
                 ready: false,
                 np: congestion::Np::default(),
@@ -756,6 +780,7 @@ impl Device {
         let qp = self.qps.remove(&qpn).ok_or(Error::NoSuchQp)?;
         self.gone.add(&qp.counters);
         self.ready.retain(|&q| q != qpn);
+        self.backlogged.retain(|&q| q != qpn);
         self.prune_timers();
         Ok(())
     }
@@ -900,7 +925,7 @@ impl Device {
             _ => {}
         }
         qp.state = to;
-        self.backlogged |= !qp.backlog.is_empty();
+        note_backlog(&mut self.backlogged, qp);
         self.wake(qpn);
         Ok(())
     }
@@ -961,7 +986,7 @@ impl Device {
             qp.counters.req_cqe_flush_error += 1;
             let wc = flushed(qpn, wr.wr_id, wr.op.wc_opcode(), len as u32);
             qp.complete(&mut self.cqs, qp.send_cq, wc);
-            self.backlogged |= !qp.backlog.is_empty();
+            note_backlog(&mut self.backlogged, qp);
             return Ok(());
         }
         qp.req.sq.push_back(SendWqe {
@@ -999,7 +1024,7 @@ impl Device {
             qp.counters.resp_cqe_flush_error += 1;
             let wc = flushed(qpn, wr.wr_id, WcOpcode::Recv, 0);
             qp.complete(&mut self.cqs, qp.recv_cq, wc);
-            self.backlogged |= !qp.backlog.is_empty();
+            note_backlog(&mut self.backlogged, qp);
             return Ok(());
         }
         let len = wr.sges.iter().map(|s| s.length as u64).sum();
@@ -1120,7 +1145,7 @@ impl Device {
         }
         if ty == QpType::Ud {
             ud::receive(qp, &self.cfg.pkeys, &mut self.mrs, &mut self.cqs, f);
-            self.backlogged |= !qp.backlog.is_empty();
+            note_backlog(&mut self.backlogged, qp);
             return false;
         }
         if !Self::admits(qp, &self.cfg.pkeys, f) {
@@ -1187,7 +1212,7 @@ impl Device {
             Self::protocol_error(qp, &mut self.cqs, &mut self.events, status);
         }
         Self::check_drained(qp, &mut self.events);
-        self.backlogged |= !qp.backlog.is_empty();
+        note_backlog(&mut self.backlogged, qp);
         timers::mark_ready(&mut self.ready, qp);
         timers::arm(&mut self.timers, qp);
         let just = (qp.qpn, qp.armed);

@@ -65,7 +65,7 @@ impl Device {
             if let Some(qp) = self.qps.get_mut(&qpn) {
                 let (mrs, cqs, events) = (&mut self.mrs, &mut self.cqs[..], &mut self.events);
                 Self::run_timers(qp, now, &mut self.ready, mrs, cqs, events);
-                self.backlogged |= !qp.backlog.is_empty();
+                super::note_backlog(&mut self.backlogged, qp);
                 // A deadline is its own QP's; one that is due again by
                 // `now` waits for the next call.
                 let next = qp_deadline(qp);

@@ -79,7 +79,7 @@ impl Device {
                 qp.ready = false;
                 qp.pacer.on_idle(now, None);
                 Self::check_drained(qp, &mut self.events);
-                self.backlogged |= !qp.backlog.is_empty();
+                super::note_backlog(&mut self.backlogged, qp);
                 continue;
             }
             let sent = match qp.caps.qp_type {
@@ -94,7 +94,7 @@ impl Device {
                 ),
                 QpType::Ud => ud::transmit(qp, &self.cfg, &self.ahs, &self.mrs, &mut self.cqs, buf),
             };
-            self.backlogged |= !qp.backlog.is_empty();
+            super::note_backlog(&mut self.backlogged, qp);
             if sent.is_none() {
                 qp.ready = false;
             }
