@@ -18,7 +18,9 @@
 //! - **e** one core copying 64 KiB messages in 4 KiB chunks and computing
 //!   the CRC-32 of each chunk: the goodput ceiling (the transport copies
 //!   each byte out of the sender's region and into the receiver's and
-//!   computes its ICRC on both sides);
+//!   computes its ICRC on both sides); then the copy alone and the CRC-32
+//!   alone (e,m and e,c), from which the report derives what zero-copy
+//!   send's own per-byte work (two CRCs, one copy) allows at most;
 //! - **b** the goodput of 64 KiB WRITEs at path MTU 4096 (DPDK, then UDP);
 //! - **f** the round-trip time of 64 B SENDs, one in flight (a SENDs, b
 //!   answers with a SEND when it receives), next to the bare echo's
@@ -900,9 +902,21 @@ impl<C: Clock + Sync, G> Run<'_, C, G> {
     }
 }
 
-/// One core's copy + CRC-32 rate: `count` messages of `msg` bytes copied
-/// from `src` to `dst` (slot by slot, [`SLOTS`] slots each) in [`CHUNK`]
-/// pieces, each piece's CRC-32 computed after its copy.
+/// What the goodput ceiling's core does with each [`CHUNK`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CeilingWork {
+    /// Copies it, then computes the CRC-32 of the copy: the ceiling (e).
+    CopyCrc,
+    /// Copies it only (e,m).
+    Copy,
+    /// Computes the CRC-32 of the source only (e,c).
+    Crc,
+}
+
+/// One core's copy + CRC-32 rate (or either alone, as `work` says):
+/// `count` messages of `msg` bytes copied from `src` to `dst` (slot by
+/// slot, [`SLOTS`] slots each) in [`CHUNK`] pieces, each piece's CRC-32
+/// computed after its copy.
 pub fn copy_crc<C: Clock>(
     clock: &C,
     src: &[u8],
@@ -910,6 +924,7 @@ pub fn copy_crc<C: Clock>(
     msg: usize,
     count: u64,
     limit: Duration,
+    work: CeilingWork,
 ) -> Rate {
     let slots = (src.len().min(dst.len()) / msg).max(1);
     let mut acc = 0u32;
@@ -920,9 +935,16 @@ pub fn copy_crc<C: Clock>(
         let slot = (n as usize % slots) * msg;
         let (s, d) = (&src[slot..slot + msg], &mut dst[slot..slot + msg]);
         for (sc, dc) in s.chunks(CHUNK).zip(d.chunks_mut(CHUNK)) {
-            dc.copy_from_slice(sc);
-            acc ^= crc32fast::hash(dc);
+            match work {
+                CeilingWork::CopyCrc => {
+                    dc.copy_from_slice(sc);
+                    acc ^= crc32fast::hash(dc);
+                }
+                CeilingWork::Copy => dc.copy_from_slice(sc),
+                CeilingWork::Crc => acc ^= crc32fast::hash(sc),
+            }
         }
+        std::hint::black_box(&mut *d);
         n += 1;
     }
     let took = clock.now() - t0;
@@ -936,6 +958,19 @@ pub fn copy_crc<C: Clock>(
         lent: 0,
         complete: n >= count,
     }
+}
+
+/// The goodput ceiling (e) and its two parts alone (e,m and e,c), each
+/// over `count` messages of [`BIG`] bytes.
+pub fn ceilings<C: Clock>(
+    clock: &C,
+    src: &[u8],
+    dst: &mut [u8],
+    count: u64,
+    limit: Duration,
+) -> [Rate; 3] {
+    [CeilingWork::CopyCrc, CeilingWork::Copy, CeilingWork::Crc]
+        .map(|w| copy_crc(clock, src, dst, BIG, count, limit, w))
 }
 
 /// What to run (the command line's options).
@@ -1082,7 +1117,7 @@ mod dpdk_run {
             };
             rd.udp_64 = run.write_rate((&mut xa, &mut ua), (&mut xb, &mut ub), 64, msgs, p, r)?;
             rd.echo = run.echo_rate(&mut qa, &mut qb, frame_len, msgs, window)?;
-            rd.copy_crc = copy_crc(&clock, &src, &mut dst, BIG, big, limit);
+            [rd.copy_crc, rd.copy, rd.crc] = ceilings(&clock, &src, &mut dst, big, limit);
             rd.engine_64k = run.write_rate(
                 (&mut ea, &mut qa),
                 (&mut eb, &mut qb),
@@ -1332,16 +1367,22 @@ mod tests {
     fn copy_crc_counts_bytes_and_percentiles_are_nearest_rank() {
         let src = vec![1u8; 4 * BIG];
         let mut dst = vec![0u8; 4 * BIG];
-        let r = copy_crc(
-            &WallClock::new(),
-            &src,
-            &mut dst,
-            BIG,
-            10,
-            Duration::from_secs(5),
-        );
-        assert!(r.complete && r.bytes == 10 * BIG as u64);
-        assert_eq!(dst, src);
+        for work in [CeilingWork::Crc, CeilingWork::Copy, CeilingWork::CopyCrc] {
+            let r = copy_crc(
+                &WallClock::new(),
+                &src,
+                &mut dst,
+                BIG,
+                10,
+                Duration::from_secs(5),
+                work,
+            );
+            assert!(r.complete && r.bytes == 10 * BIG as u64);
+            // The CRC alone writes nothing; a copy writes every slot used.
+            let copied = if work == CeilingWork::Crc { 0 } else { 4 * BIG };
+            assert!(dst[..copied].iter().all(|&b| b == 1));
+            assert!(dst[copied..].iter().all(|&b| b == 0));
+        }
         let v: Vec<u64> = (1..=100).collect();
         assert_eq!(percentile(&v, 50.0), 50);
         assert_eq!(percentile(&v, 99.0), 99);

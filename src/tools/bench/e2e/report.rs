@@ -41,6 +41,10 @@ pub struct Round {
     pub echo: Rate,
     /// e: one core's copy + CRC-32.
     pub copy_crc: Rate,
+    /// e,m: the copy alone.
+    pub copy: Rate,
+    /// e,c: the CRC-32 alone.
+    pub crc: Rate,
     /// b: 64 KiB WRITEs over DPDK.
     pub engine_64k: Rate,
     /// b,z: the same, the writer sending from its region in place
@@ -59,6 +63,18 @@ impl Round {
             self.engine_64k.gbit_per_s() / self.copy_crc.gbit_per_s(),
             self.engine_64k_zc.gbit_per_s() / self.copy_crc.gbit_per_s(),
         ]
+    }
+}
+
+impl Round {
+    /// The most zero-copy send's goodput can be of the ceiling (e) when
+    /// nothing but its per-byte work costs: each byte's CRC at both ends
+    /// (the ICRC) and its copy into the receiver's region, at the rates
+    /// of e,c and e,m (`None` before they ran).
+    pub fn zero_copy_bound(&self) -> Option<f64> {
+        let (crc, copy) = (self.crc.gbit_per_s(), self.copy.gbit_per_s());
+        (crc > 0.0 && copy > 0.0 && self.copy_crc.gbit_per_s() > 0.0)
+            .then(|| 1.0 / (2.0 / crc + 1.0 / copy) / self.copy_crc.gbit_per_s())
     }
 }
 
@@ -306,6 +322,20 @@ impl E2eReport {
             "Gbit/s",
             "the goodput ceiling".into(),
         );
+        row(
+            "e,m",
+            "the copy alone".into(),
+            col(&|r| r.copy.gbit_per_s()),
+            "Gbit/s",
+            String::new(),
+        );
+        row(
+            "e,c",
+            "the CRC-32 alone".into(),
+            col(&|r| r.crc.gbit_per_s()),
+            "Gbit/s",
+            String::new(),
+        );
     }
 
     /// The round trips, f: every round's samples together.
@@ -425,6 +455,21 @@ impl E2eReport {
                 format!(">= {}", r.target),
                 format!("[{:.3} .. {:.3}]", r.min, r.max),
                 if r.met { "met" } else { "NOT met" }
+            );
+        }
+        let bounds: Vec<f64> = self
+            .rounds
+            .iter()
+            .filter_map(Round::zero_copy_bound)
+            .collect();
+        if !bounds.is_empty() {
+            let _ = writeln!(
+                s,
+                "  {:<52} {:>9.3} {:>11} {:>20}  2 CRC-32 + 1 copy per byte (e,c and e,m), nothing else",
+                "  the most zero-copy send's own work allows",
+                median(bounds),
+                "-",
+                "",
             );
         }
         if let Some(last) = self.qp_sweep.last().filter(|p| p.qps > 1) {
