@@ -149,6 +149,52 @@ pub trait RegionMemory: Send + core::fmt::Debug {
     }
 }
 
+/// Payloads up to this long are always copied with one `memcpy`.
+const COPY_SMALL: usize = 256;
+
+/// The piece [`copy_payload`] hands `memcpy` at a time at a skew of 16 to
+/// 31.
+const COPY_PIECE: usize = 512;
+
+/// Copies a payload between a region and a frame (`src` into `dst`, of
+/// the same length), choosing by the destination's skew: how far it lies
+/// past the source's place in a cache line. Measured on this project's
+/// AMD Zen 4 machines with glibc's `memcpy` (`docs/benchmarks.md`):
+///
+/// - skew 1 to 15: one `memcpy` of 4 KiB took about 1,200 ns instead of
+///   100 to 200 (a payload behind a 54 B header copied into an aligned
+///   region is at skew 10); a loop of 64-byte moves took about 210. This
+///   is that loop.
+/// - skew 16 to 31: `memcpy` in pieces of [`COPY_PIECE`] bytes; with the
+///   receiver's copy at skew 16, zero-copy send's goodput in `ferroce
+///   bench e2e` rose by 8 to 10% over one `memcpy`.
+/// - any other skew, and payloads up to [`COPY_SMALL`] bytes: one `memcpy`.
+#[inline]
+pub fn copy_payload(dst: &mut [u8], src: &[u8]) {
+    debug_assert_eq!(dst.len(), src.len());
+    let skew = (dst.as_ptr() as usize).wrapping_sub(src.as_ptr() as usize) % 64;
+    if dst.len() <= COPY_SMALL || skew == 0 || skew >= 32 {
+        dst.copy_from_slice(src);
+    } else if skew < 16 {
+        copy_by_lines(dst, src);
+    } else {
+        for (d, s) in dst.chunks_mut(COPY_PIECE).zip(src.chunks(COPY_PIECE)) {
+            d.copy_from_slice(s);
+        }
+    }
+}
+
+/// [`copy_payload`]'s loop: 64 bytes at a time, the rest at the end.
+#[inline(never)]
+fn copy_by_lines(dst: &mut [u8], src: &[u8]) {
+    let mut d = dst.chunks_exact_mut(64);
+    let mut s = src.chunks_exact(64);
+    for (dl, sl) in (&mut d).zip(&mut s) {
+        dl.copy_from_slice(sl);
+    }
+    d.into_remainder().copy_from_slice(s.remainder());
+}
+
 impl RegionMemory for Vec<u8> {
     fn bytes(&self) -> &[u8] {
         self
@@ -469,7 +515,7 @@ impl MrTable {
         for (p, at) in pieces(sges, offset, out.len() as u64) {
             let n = p.length as usize;
             let (mr, o) = self.check(p.lkey, pd, p.addr, n as u64, Access::NONE)?;
-            out[at..at + n].copy_from_slice(&mr.mem.bytes()[o..o + n]);
+            copy_payload(&mut out[at..at + n], &mr.mem.bytes()[o..o + n]);
         }
         Ok(())
     }
@@ -544,7 +590,7 @@ impl MrTable {
                     .get_mut(&p.lkey)
                     .ok_or(AccessError::NoSuchKey(p.lkey))?;
                 let o = mr.admit(p.lkey, pd, p.addr, len, need)?;
-                mr.mem.bytes_mut()[o..o + data.len()].copy_from_slice(data);
+                copy_payload(&mut mr.mem.bytes_mut()[o..o + data.len()], data);
                 return Ok(());
             }
         }
@@ -562,7 +608,7 @@ impl MrTable {
             let n = p.length as usize;
             if let Some(mr) = self.mrs.get_mut(&p.lkey) {
                 if let Ok(o) = mr.range(p.lkey, p.addr, n as u64) {
-                    mr.mem.bytes_mut()[o..o + n].copy_from_slice(&data[at..at + n]);
+                    copy_payload(&mut mr.mem.bytes_mut()[o..o + n], &data[at..at + n]);
                 }
             }
             done = at + n;
@@ -582,7 +628,7 @@ impl MrTable {
     ) -> Result<(), AccessError> {
         let n = out.len();
         let (mr, o) = self.check(rkey, pd, va, n as u64, Access::REMOTE_READ)?;
-        out.copy_from_slice(&mr.mem.bytes()[o..o + n]);
+        copy_payload(out, &mr.mem.bytes()[o..o + n]);
         Ok(())
     }
 
@@ -603,7 +649,7 @@ impl MrTable {
             .ok_or(AccessError::NoSuchKey(rkey))?;
         let o = mr.admit(rkey, pd, va, data.len() as u64, Access::REMOTE_WRITE)?;
         if !self.discard_writes {
-            mr.mem.bytes_mut()[o..o + data.len()].copy_from_slice(data);
+            copy_payload(&mut mr.mem.bytes_mut()[o..o + data.len()], data);
         }
         Ok(())
     }
@@ -703,6 +749,27 @@ pub enum AtomicOp {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn copy_payload_copies_every_length_at_every_alignment() {
+        let src: Vec<u8> = (0..4096 + 200).map(|i| (i * 31 + 7) as u8).collect();
+        for len in [0, 1, 63, 64, COPY_SMALL, COPY_SMALL + 1, 4096, 4096 + 37] {
+            // Every skew of the destination against the source (both
+            // paths), and a few fixed pairs.
+            let pairs = (0..64)
+                .map(|k| (54, k))
+                .chain([(0, 0), (0, 6), (6, 0), (63, 1)]);
+            for (so, d_o) in pairs {
+                let mut dst = vec![0xEEu8; len + 128];
+                copy_payload(&mut dst[d_o..d_o + len], &src[so..so + len]);
+                assert_eq!(&dst[d_o..d_o + len], &src[so..so + len], "{len} {so} {d_o}");
+                assert!(dst[..d_o]
+                    .iter()
+                    .chain(&dst[d_o + len..])
+                    .all(|&b| b == 0xEE));
+            }
+        }
+    }
 
     fn table() -> (MrTable, PdId, MrKeys) {
         let mut t = MrTable::new();

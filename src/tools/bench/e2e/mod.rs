@@ -37,7 +37,7 @@ use crate::backend::{Backend, Burst, FrameBuf};
 use crate::host::pump::pump_with;
 use crate::time::{Clock, Duration, Instant};
 use crate::transport::connect::{connect_qp, ConnectParams};
-use crate::transport::mr::RegionMemory;
+use crate::transport::mr::{copy_payload, RegionMemory};
 use crate::transport::{
     Access, CqId, Device, DeviceConfig, MrKeys, MrSpec, Mtu, Payload, QpCaps, QpConfig, QpCounters,
     RecvWr, SendOp, SendWr, Sge, Wc, WcOpcode, WcStatus,
@@ -916,7 +916,8 @@ pub enum CeilingWork {
 /// One core's copy + CRC-32 rate (or either alone, as `work` says):
 /// `count` messages of `msg` bytes copied from `src` to `dst` (slot by
 /// slot, [`SLOTS`] slots each) in [`CHUNK`] pieces, each piece's CRC-32
-/// computed after its copy.
+/// computed after its copy. The copy is the transport's own
+/// ([`copy_payload`]).
 pub fn copy_crc<C: Clock>(
     clock: &C,
     src: &[u8],
@@ -937,10 +938,10 @@ pub fn copy_crc<C: Clock>(
         for (sc, dc) in s.chunks(CHUNK).zip(d.chunks_mut(CHUNK)) {
             match work {
                 CeilingWork::CopyCrc => {
-                    dc.copy_from_slice(sc);
+                    copy_payload(dc, sc);
                     acc ^= crc32fast::hash(dc);
                 }
-                CeilingWork::Copy => dc.copy_from_slice(sc),
+                CeilingWork::Copy => copy_payload(dc, sc),
                 CeilingWork::Crc => acc ^= crc32fast::hash(sc),
             }
         }
