@@ -172,15 +172,18 @@ const COPY_PIECE: usize = 512;
 #[inline]
 pub fn copy_payload(dst: &mut [u8], src: &[u8]) {
     debug_assert_eq!(dst.len(), src.len());
-    let skew = (dst.as_ptr() as usize).wrapping_sub(src.as_ptr() as usize) % 64;
-    if dst.len() <= COPY_SMALL || skew == 0 || skew >= 32 {
+    if dst.len() <= COPY_SMALL {
         dst.copy_from_slice(src);
-    } else if skew < 16 {
-        copy_by_lines(dst, src);
-    } else {
-        for (d, s) in dst.chunks_mut(COPY_PIECE).zip(src.chunks(COPY_PIECE)) {
-            d.copy_from_slice(s);
+        return;
+    }
+    match (dst.as_ptr() as usize).wrapping_sub(src.as_ptr() as usize) % 64 {
+        1..=15 => copy_by_lines(dst, src),
+        16..=31 => {
+            for (d, s) in dst.chunks_mut(COPY_PIECE).zip(src.chunks(COPY_PIECE)) {
+                d.copy_from_slice(s);
+            }
         }
+        _ => dst.copy_from_slice(src),
     }
 }
 

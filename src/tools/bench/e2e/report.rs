@@ -64,9 +64,7 @@ impl Round {
             self.engine_64k_zc.gbit_per_s() / self.copy_crc.gbit_per_s(),
         ]
     }
-}
 
-impl Round {
     /// The most zero-copy send's goodput can be of the ceiling (e) when
     /// nothing but its per-byte work costs: each byte's CRC at both ends
     /// (the ICRC) and its copy into the receiver's region, at the rates
