@@ -133,7 +133,8 @@ pub struct MrKeys {
     pub len: usize,
 }
 
-/// The memory a region's bytes live in: a `Vec` by default, hugepages
+/// The memory a region's bytes live in: page-aligned heap bytes
+/// ([`PageBytes`]) by default, hugepages
 /// when the engine registers them (`crate::dpdk::HugeMem`).
 pub trait RegionMemory: Send + core::fmt::Debug {
     /// The region's bytes.
@@ -204,6 +205,49 @@ impl RegionMemory for Vec<u8> {
     }
     fn bytes_mut(&mut self) -> &mut [u8] {
         self
+    }
+}
+
+/// Zeroed heap bytes that begin on a page boundary, as the memory an
+/// application registers with a NIC usually does (`mmap`, hugepages,
+/// `posix_memalign`). A `Vec` alone begins where the allocator puts it
+/// (16 B past a page for a large one on glibc), and every payload copied
+/// into it from an aligned frame or region would then run at that skew
+/// (see [`copy_payload`]). The `Vec` is allocated one page longer and the
+/// region's bytes are the aligned span inside it, so no unsafe code is
+/// needed.
+#[derive(Debug)]
+pub struct PageBytes {
+    buf: Vec<u8>,
+    start: usize,
+    len: usize,
+}
+
+impl PageBytes {
+    /// The alignment of the first byte.
+    pub const ALIGN: usize = 4096;
+
+    /// `len` zero bytes, the first on a page boundary.
+    pub fn zeroed(len: usize) -> PageBytes {
+        if len == 0 {
+            return PageBytes {
+                buf: Vec::new(),
+                start: 0,
+                len: 0,
+            };
+        }
+        let buf = vec![0u8; len + Self::ALIGN - 1];
+        let start = (buf.as_ptr() as usize).wrapping_neg() % Self::ALIGN;
+        PageBytes { buf, start, len }
+    }
+}
+
+impl RegionMemory for PageBytes {
+    fn bytes(&self) -> &[u8] {
+        &self.buf[self.start..self.start + self.len]
+    }
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut self.buf[self.start..self.start + self.len]
     }
 }
 
@@ -360,9 +404,10 @@ impl MrTable {
         true
     }
 
-    /// Registers a zero-filled region.
+    /// Registers a zero-filled region, its first byte on a page boundary
+    /// ([`PageBytes`]).
     pub fn register(&mut self, spec: MrSpec) -> Result<MrKeys, super::Error> {
-        self.register_memory(spec, Box::new(vec![0; spec.len]))
+        self.register_memory(spec, Box::new(PageBytes::zeroed(spec.len)))
     }
 
     /// Registers `mem` (its length is `spec.len`'s; `spec.len` is ignored).
@@ -752,6 +797,24 @@ pub enum AtomicOp {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn page_bytes_begin_on_a_page_and_are_zeroed_and_writable() {
+        for len in [0, 1, 64, 4095, 4096, 4097, 3 << 20] {
+            let mut m = PageBytes::zeroed(len);
+            assert_eq!(m.bytes().len(), len);
+            assert!(m.bytes().iter().all(|&b| b == 0));
+            if len > 0 {
+                assert_eq!(m.bytes().as_ptr() as usize % PageBytes::ALIGN, 0);
+                m.bytes_mut()[len - 1] = 7;
+                assert_eq!(m.bytes()[len - 1], 7);
+            }
+        }
+        let mut t = MrTable::new();
+        let pd = t.alloc_pd();
+        let k = t.register(MrSpec::new(pd, 100_000, Access::ALL)).unwrap();
+        assert_eq!(k.len, 100_000);
+    }
 
     #[test]
     fn copy_payload_copies_every_length_at_every_alignment() {

@@ -265,9 +265,10 @@ pub struct PortAttr {
 /// Where a region's memory comes from.
 pub type RegionAlloc = fn(usize) -> Result<Box<dyn RegionMemory>, String>;
 
-/// Plain heap memory (what tests and the simulator use).
+/// Plain heap memory, its first byte on a page boundary (what tests and
+/// the simulator use).
 pub fn heap_region(len: usize) -> Result<Box<dyn RegionMemory>, String> {
-    Ok(Box::new(vec![0u8; len]))
+    Ok(Box::new(crate::transport::mr::PageBytes::zeroed(len)))
 }
 
 /// How to open a context.
