@@ -964,7 +964,14 @@ pub fn copy_crc<C: Clock>(
 }
 
 /// The goodput ceiling (e) and its two parts alone (e,m and e,c), each
-/// over `count` messages of [`BIG`] bytes.
+/// over `count` messages of [`BIG`] bytes: the faster of two runs of
+/// each, the three kinds taking turns, after one untimed pass of copy and
+/// CRC over every slot. A ceiling is what the core can do at best, and a
+/// short run is easily disturbed: a fresh `vec!` of zeros is mapped
+/// lazily, so the first pass also times the kernel faulting `dst`'s pages
+/// in. With 200 messages (three passes over the slots) and no warm pass,
+/// the ceiling read 37 Gbit/s where its two parts alone allowed about
+/// 140, and every goodput ratio read as met.
 pub fn ceilings<C: Clock>(
     clock: &C,
     src: &[u8],
@@ -972,8 +979,17 @@ pub fn ceilings<C: Clock>(
     count: u64,
     limit: Duration,
 ) -> [Rate; 3] {
-    [CeilingWork::CopyCrc, CeilingWork::Copy, CeilingWork::Crc]
-        .map(|w| copy_crc(clock, src, dst, BIG, count, limit, w))
+    let kinds = [CeilingWork::CopyCrc, CeilingWork::Copy, CeilingWork::Crc];
+    copy_crc(clock, src, dst, BIG, SLOTS as u64, limit, kinds[0]);
+    let first = kinds.map(|w| copy_crc(clock, src, dst, BIG, count, limit, w));
+    let second = kinds.map(|w| copy_crc(clock, src, dst, BIG, count, limit, w));
+    let mut best = first;
+    for (b, r) in best.iter_mut().zip(second) {
+        if r.gbit_per_s() > b.gbit_per_s() {
+            *b = r;
+        }
+    }
+    best
 }
 
 /// What to run (the command line's options).
