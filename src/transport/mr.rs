@@ -153,10 +153,6 @@ pub trait RegionMemory: Send + core::fmt::Debug {
 /// Payloads up to this long are always copied with one `memcpy`.
 const COPY_SMALL: usize = 256;
 
-/// The piece [`copy_payload`] hands `memcpy` at a time at a skew of 16 to
-/// 31.
-const COPY_PIECE: usize = 512;
-
 /// Copies a payload between a region and a frame (`src` into `dst`, of
 /// the same length), choosing by the destination's skew: how far it lies
 /// past the source's place in a cache line. Measured on this project's
@@ -166,9 +162,6 @@ const COPY_PIECE: usize = 512;
 ///   100 to 200 (a payload behind a 54 B header copied into an aligned
 ///   region is at skew 10); a loop of 64-byte moves took about 210. This
 ///   is that loop.
-/// - skew 16 to 31: `memcpy` in pieces of [`COPY_PIECE`] bytes; with the
-///   receiver's copy at skew 16, zero-copy send's goodput in `ferroce
-///   bench e2e` rose by 8 to 10% over one `memcpy`.
 /// - any other skew, and payloads up to [`COPY_SMALL`] bytes: one `memcpy`.
 #[inline]
 pub fn copy_payload(dst: &mut [u8], src: &[u8]) {
@@ -179,11 +172,6 @@ pub fn copy_payload(dst: &mut [u8], src: &[u8]) {
     }
     match (dst.as_ptr() as usize).wrapping_sub(src.as_ptr() as usize) % 64 {
         1..=15 => copy_by_lines(dst, src),
-        16..=31 => {
-            for (d, s) in dst.chunks_mut(COPY_PIECE).zip(src.chunks(COPY_PIECE)) {
-                d.copy_from_slice(s);
-            }
-        }
         _ => dst.copy_from_slice(src),
     }
 }
