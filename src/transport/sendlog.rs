@@ -33,7 +33,10 @@ struct Slot {
 }
 
 /// The log of one requester.
+/// `repr(C)`, the ring first: every ACK reads whether there is one, and
+/// a QP without a log then reads nothing else (see `Qp`'s layout).
 #[derive(Debug, Default)]
+#[repr(C)]
 pub(crate) struct SendLog {
     slots: Vec<Slot>,
     inflight: u64,
@@ -136,6 +139,11 @@ impl SendLog {
     /// The sample the acknowledgements since the last call make, if any
     /// acknowledged something.
     pub fn take(&mut self) -> Option<AckSample> {
+        if self.slots.is_empty() {
+            // A log that keeps nothing has no sample: decided without
+            // reading the sample's own cache line.
+            return None;
+        }
         match self.pending {
             Some(s) if s.acked_pkts > 0 => self.pending.take(),
             _ => None,
