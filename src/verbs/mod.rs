@@ -265,10 +265,10 @@ pub struct PortAttr {
 /// Where a region's memory comes from.
 pub type RegionAlloc = fn(usize) -> Result<Box<dyn RegionMemory>, String>;
 
-/// Plain heap memory, its first byte on a page boundary (what tests and
-/// the simulator use).
+/// Plain heap memory, its first byte on a cache line or a page (as
+/// `MrTable::register`'s; what tests and the simulator use).
 pub fn heap_region(len: usize) -> Result<Box<dyn RegionMemory>, String> {
-    Ok(Box::new(crate::transport::mr::PageBytes::zeroed(len)))
+    Ok(Box::new(crate::transport::mr::AlignedBytes::zeroed(len)))
 }
 
 /// How to open a context.
