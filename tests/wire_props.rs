@@ -18,7 +18,7 @@ mod common;
 use common::frames;
 use ferroce::wire::ext::{AtomicAckEth, FethRepr, Ieth, ImmDt, Xrceth};
 use ferroce::wire::frame::{seal, ICRC_LEN};
-use ferroce::wire::opcode::{HeaderSet, OpcodeInfo};
+use ferroce::wire::opcode::{HeaderSet, Op, OpcodeInfo};
 use ferroce::wire::template::{BthVaries, HeaderTemplate};
 use ferroce::wire::{
     pad_count, AckSyndrome, Aeth, AethRepr, AtomicEth, AtomicEthRepr, Bth, BthRepr, Deth, DethRepr,
@@ -447,6 +447,15 @@ proptest! {
             other[at].copy_from_slice(&payload);
             seal(&mut other, t.eth_len()).unwrap();
             prop_assert_eq!(&other[..], bytes);
+            // An RC Acknowledge (AckReq and SE clear) has its own writer.
+            if let (Some(aeth), true) = (r.ext.aeth, r.bth.opcode == Opcode::rc(Op::Acknowledge)) {
+                if !r.bth.solicited && !r.bth.ack_req {
+                    let mut ack = vec![0xEEu8; n];
+                    prop_assert_eq!(t.emit_ack(r.bth.psn, &aeth, &mut ack), Ok(n));
+                    t.seal(&mut ack).unwrap();
+                    prop_assert_eq!(&ack[..], bytes);
+                }
+            }
         }
         // Re-emitting the parsed frame gives the same bytes.
         prop_assert_eq!(reemit(&f)?, bytes);

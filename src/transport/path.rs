@@ -11,10 +11,12 @@ use super::{vlan, DeviceConfig, Error, RxCounters};
 use crate::wire;
 use crate::wire::frame::{seal_offloaded, OFFLOADED_ICRC};
 use crate::wire::int::{self, Trailer};
+use crate::wire::opcode::Op;
 use crate::wire::sr::{self, SrTrailer};
 use crate::wire::template::{BthVaries, HeaderTemplate};
 use crate::wire::{
-    frame::seal, BthRepr, Ecn, ExtHeaders, Frame, FrameRepr, IpRepr, MacAddr, Opcode, Psn, VlanTag,
+    frame::seal, AethRepr, BthRepr, Ecn, ExtHeaders, Frame, FrameRepr, IpRepr, MacAddr, Opcode,
+    Psn, VlanTag,
 };
 use core::net::IpAddr;
 
@@ -155,6 +157,32 @@ impl Path {
             end += t.len();
         }
         Some(end)
+    }
+
+    /// Writes an RC Acknowledge with `aeth` and `psn`, no trailers; returns
+    /// the frame's length, or `None` when `buf` is too small. With a
+    /// template it takes [`HeaderTemplate::emit_ack`], which skips the
+    /// checks of the general path: every ACK is the same shape.
+    pub fn emit_ack(&self, psn: Psn, aeth: &AethRepr, buf: &mut [u8]) -> Option<usize> {
+        let Some(t) = &self.tmpl else {
+            let ext = ExtHeaders {
+                aeth: Some(*aeth),
+                ..ExtHeaders::default()
+            };
+            let p = Packet {
+                opcode: Opcode::rc(Op::Acknowledge),
+                psn,
+                ack_req: false,
+                solicited: false,
+                ext,
+                int: None,
+                sr: None,
+            };
+            return self.emit(&p, 0, buf, |_| {});
+        };
+        let len = t.emit_ack(psn, aeth, buf).ok()?;
+        seal_frame(buf, len, t.eth_len(), self.icrc_offload, Some(t))?;
+        Some(len)
     }
 
     /// Whether the QP's packets may leave with their payload in place

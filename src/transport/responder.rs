@@ -807,16 +807,21 @@ impl Responder {
                 msn,
                 sack,
             } => {
-                let ext = ExtHeaders {
-                    aeth: Some(aeth(*syndrome, *msn)),
-                    ..ExtHeaders::default()
+                let a = aeth(*syndrome, *msn);
+                let n = if echo.is_none() && sack.is_none() {
+                    path.emit_ack(*psn, &a, buf)?
+                } else {
+                    let ext = ExtHeaders {
+                        aeth: Some(a),
+                        ..ExtHeaders::default()
+                    };
+                    let p = Packet {
+                        int: echo,
+                        sr: sack.map(SrTrailer::Sack),
+                        ..packet(Opcode::rc(Op::Acknowledge), *psn, ext)
+                    };
+                    path.emit(&p, 0, buf, |_| {})?
                 };
-                let p = Packet {
-                    int: echo,
-                    sr: sack.map(SrTrailer::Sack),
-                    ..packet(Opcode::rc(Op::Acknowledge), *psn, ext)
-                };
-                let n = path.emit(&p, 0, buf, |_| {})?;
                 self.out.pop_front();
                 n
             }
