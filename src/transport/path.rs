@@ -133,6 +133,22 @@ pub struct Packet {
     pub sr: Option<SrTrailer>,
 }
 
+impl Packet {
+    /// A packet with `opcode`, `psn` and `ext`, its flags clear and no
+    /// trailers.
+    pub fn new(opcode: Opcode, psn: Psn, ext: ExtHeaders) -> Packet {
+        Packet {
+            opcode,
+            psn,
+            ack_req: false,
+            solicited: false,
+            ext,
+            int: None,
+            sr: None,
+        }
+    }
+}
+
 impl Path {
     /// Writes the packet with a payload of `payload_len` bytes filled in
     /// place by `fill`; returns the frame's length, or `None` when `buf`
@@ -159,30 +175,34 @@ impl Path {
         Some(end)
     }
 
-    /// Writes an RC Acknowledge with `aeth` and `psn`, no trailers; returns
-    /// the frame's length, or `None` when `buf` is too small. With a
-    /// template it takes [`HeaderTemplate::emit_ack`], which skips the
-    /// checks of the general path: every ACK is the same shape.
-    pub fn emit_ack(&self, psn: Psn, aeth: &AethRepr, buf: &mut [u8]) -> Option<usize> {
-        let Some(t) = &self.tmpl else {
-            let ext = ExtHeaders {
-                aeth: Some(*aeth),
-                ..ExtHeaders::default()
-            };
-            let p = Packet {
-                opcode: Opcode::rc(Op::Acknowledge),
-                psn,
-                ack_req: false,
-                solicited: false,
-                ext,
-                int: None,
-                sr: None,
-            };
-            return self.emit(&p, 0, buf, |_| {});
+    /// Writes an RC Acknowledge with `aeth` and `psn`, and the trailers
+    /// `int` and `sr` as [`Path::emit`] does; returns the frame's length,
+    /// or `None` when `buf` is too small. Without trailers, a path with a
+    /// template takes [`HeaderTemplate::emit_ack`], which skips the checks
+    /// of the general path: every ACK is the same shape.
+    pub fn emit_ack(
+        &self,
+        psn: Psn,
+        aeth: AethRepr,
+        int: Option<Trailer>,
+        sr: Option<SrTrailer>,
+        buf: &mut [u8],
+    ) -> Option<usize> {
+        if let (Some(t), None, None) = (&self.tmpl, int, sr) {
+            let len = t.emit_ack(psn, &aeth, buf).ok()?;
+            seal_frame(buf, len, t.eth_len(), self.icrc_offload, Some(t))?;
+            return Some(len);
+        }
+        let ext = ExtHeaders {
+            aeth: Some(aeth),
+            ..ExtHeaders::default()
         };
-        let len = t.emit_ack(psn, aeth, buf).ok()?;
-        seal_frame(buf, len, t.eth_len(), self.icrc_offload, Some(t))?;
-        Some(len)
+        let p = Packet {
+            int,
+            sr,
+            ..Packet::new(Opcode::rc(Op::Acknowledge), psn, ext)
+        };
+        self.emit(&p, 0, buf, |_| {})
     }
 
     /// Whether the QP's packets may leave with their payload in place

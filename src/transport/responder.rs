@@ -808,20 +808,7 @@ impl Responder {
                 sack,
             } => {
                 let a = aeth(*syndrome, *msn);
-                let n = if echo.is_none() && sack.is_none() {
-                    path.emit_ack(*psn, &a, buf)?
-                } else {
-                    let ext = ExtHeaders {
-                        aeth: Some(a),
-                        ..ExtHeaders::default()
-                    };
-                    let p = Packet {
-                        int: echo,
-                        sr: sack.map(SrTrailer::Sack),
-                        ..packet(Opcode::rc(Op::Acknowledge), *psn, ext)
-                    };
-                    path.emit(&p, 0, buf, |_| {})?
-                };
+                let n = path.emit_ack(*psn, a, echo, sack.map(SrTrailer::Sack), buf)?;
                 self.out.pop_front();
                 n
             }
@@ -833,7 +820,7 @@ impl Responder {
                 };
                 let p = Packet {
                     int: echo,
-                    ..packet(Opcode::rc(Op::AtomicAcknowledge), *psn, ext)
+                    ..Packet::new(Opcode::rc(Op::AtomicAcknowledge), *psn, ext)
                 };
                 let n = path.emit(&p, 0, buf, |_| {})?;
                 self.out.pop_front();
@@ -862,7 +849,7 @@ impl Responder {
                 }
                 let p = Packet {
                     int: echo,
-                    ..packet(Opcode::rc(op), *psn, ext)
+                    ..Packet::new(Opcode::rc(op), *psn, ext)
                 };
                 let (rk, at) = (*rkey, *va);
                 let mut read = Ok(());
@@ -909,17 +896,5 @@ impl Responder {
         };
         counters.sent_pkts += 1;
         Some(n)
-    }
-}
-
-fn packet(opcode: Opcode, psn: Psn, ext: ExtHeaders) -> Packet {
-    Packet {
-        opcode,
-        psn,
-        ack_req: false,
-        solicited: false,
-        ext,
-        int: None,
-        sr: None,
     }
 }
