@@ -448,13 +448,14 @@ proptest! {
             seal(&mut other, t.eth_len()).unwrap();
             prop_assert_eq!(&other[..], bytes);
             // An RC Acknowledge (AckReq and SE clear) has its own writer.
-            if let (Some(aeth), true) = (r.ext.aeth, r.bth.opcode == Opcode::rc(Op::Acknowledge)) {
-                if !r.bth.solicited && !r.bth.ack_req {
-                    let mut ack = vec![0xEEu8; n];
-                    prop_assert_eq!(t.emit_ack(r.bth.psn, &aeth, &mut ack), Ok(n));
-                    t.seal(&mut ack).unwrap();
-                    prop_assert_eq!(&ack[..], bytes);
-                }
+            let plain_ack = r.bth.opcode == Opcode::rc(Op::Acknowledge)
+                && !r.bth.solicited
+                && !r.bth.ack_req;
+            if let (true, Some(aeth)) = (plain_ack, r.ext.aeth) {
+                let mut ack = vec![0xEEu8; n];
+                prop_assert_eq!(t.emit_ack(r.bth.psn, &aeth, &mut ack), Ok(n));
+                t.seal(&mut ack).unwrap();
+                prop_assert_eq!(&ack[..], bytes);
             }
         }
         // Re-emitting the parsed frame gives the same bytes.
