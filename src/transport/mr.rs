@@ -203,11 +203,11 @@ impl RegionMemory for Vec<u8> {
 /// (16 B past a page for a large one on glibc), and every payload copied
 /// into it from an aligned frame or region would then run at that skew
 /// (see [`copy_payload`]). The `Vec` is allocated longer by the alignment
-/// less one and the region's bytes are the aligned span inside it: no
-/// raw allocation, no pointer casts. A large region begins on a page because copies
-/// into it ran faster so (`ferroce bench e2e`'s (b): 53.7 to 54.2 Gbit/s
-/// against 50.9 to 52.0 on a line); a small one only on a line, so its
-/// padding stays under 64 B.
+/// less one and the region's bytes are the aligned span inside it: no raw
+/// allocation, no pointer casts. A large region begins on a page because
+/// copies into it ran faster so (`ferroce bench e2e`'s (b): 53.7 to 54.2
+/// Gbit/s against 50.9 to 52.0 on a line); a small one only on a line, so
+/// its padding stays under 64 B.
 #[derive(Debug)]
 pub struct AlignedBytes {
     buf: Vec<u8>,
