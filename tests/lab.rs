@@ -732,12 +732,13 @@ fn collective_p50(v: &Value) -> f64 {
 /// back to back, with web-search traffic in each pod and a 2:1 incast of
 /// long flows across the zones; PFC with headroom sized for the long link.
 /// Measured (collective p50, against 9.94 ms on an idle fabric): DCQCN
-/// 16.79 ms, TIMELY 12.91, DCTCP 15.86, HPCC and Swift with their own
+/// 16.79 ms, TIMELY 12.91, DCTCP 14.68, HPCC and Swift with their own
 /// base RTT and target 16.60 and 15.05, PFC alone 21.02; HPCC with its
 /// 13 us base RTT completes none and Swift with its 25 us target two (at
 /// 34.74 ms); 8 WRITEs in flight 30.21 ms; a 1.05 ms ACK timeout 23.48 ms
 /// with 170 timeouts; 100 KB of headroom drops 6,338 lossless frames and
-/// completes one repetition of three.
+/// completes one repetition of three. docs/lab.md's table of (i) is this
+/// run's, figure for figure.
 #[test]
 fn i_across_two_zones_the_allreduce_needs_window_timeout_and_headroom_sized_for_the_long_link() {
     let (_tmp, out) = lab("cross-az");
@@ -753,7 +754,7 @@ fn i_across_two_zones_the_allreduce_needs_window_timeout_and_headroom_sized_for_
     for (name, measured) in [
         ("dcqcn", 16_790_000.0),
         ("timely", 12_910_000.0),
-        ("dctcp", 15_860_000.0),
+        ("dctcp", 14_680_000.0),
         ("hpcc-wan", 16_600_000.0),
         ("swift-wan", 15_050_000.0),
         ("none", 21_020_000.0),
@@ -845,6 +846,7 @@ fn i_across_two_zones_the_allreduce_needs_window_timeout_and_headroom_sized_for_
     if font_installed() {
         assert!(out.join("collective-steps.png").is_file());
     }
+    i_table_is_this_runs(&out);
 }
 
 /// The rows of a run's `flows.csv`, each as column name -> value.
@@ -942,34 +944,32 @@ fn a_fat_tree_routes_from_the_first_pod_to_the_last_and_poisson_incasts_complete
     assert!(incast >= 6 * 5 && incast % 6 == 0, "{incast}");
 }
 
-/// (k)'s figures of one run from flows.csv: mean FCT (ns), p99 FCT (ns)
-/// and mean slowdown over every completed flow.
-fn fct_figures(out: &Path, run: &str) -> (f64, f64, f64) {
+/// (k)'s figures of one run from flows.csv: mean FCT (ns), p99 FCT (ns),
+/// mean slowdown and p99 slowdown over every completed flow.
+fn fct_figures(out: &Path, run: &str) -> (f64, f64, f64, f64) {
     let rows = flow_rows(out, run);
     let mut fct: Vec<f64> = Vec::new();
-    let mut slow = 0.0;
+    let mut slow: Vec<f64> = Vec::new();
     for r in &rows {
         let f: f64 = r["fct_ns"].parse().expect("every flow completed");
         let ideal: f64 = r["ideal_fct_ns"].parse().unwrap();
         fct.push(f);
-        slow += f / ideal.max(1.0);
+        slow.push(f / ideal.max(1.0));
     }
     let n = fct.len() as f64;
     let mean = fct.iter().sum::<f64>() / n;
-    fct.sort_by(f64::total_cmp);
-    let p99 = fct[((fct.len() * 99) / 100).saturating_sub(1)];
-    (mean, p99, slow / n)
+    let mean_slow = slow.iter().sum::<f64>() / n;
+    let p99 = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[((v.len() * 99) / 100).saturating_sub(1)]
+    };
+    (mean, p99(&mut fct), mean_slow, p99(&mut slow))
 }
 
-/// Experiment (k), IRN §4.2 without a rate control. Measured (seed 1):
-///
-/// | run | mean FCT | p99 FCT | mean slowdown | drops | resent |
-/// |---|---|---|---|---|---|
-/// | roce-pfc-nocc | 512 us | 10.08 ms | 6.44 | 0 | 547 |
-/// | irn-nocc | 495 us | 9.90 ms | 6.07 | 920 | 991 |
-/// | roce-nocc | 517 us | 10.40 ms | 6.62 | 4218 | 24211 |
-/// | irn-nocc-shallow | 539 us | 10.41 ms | 7.66 | 17635 | 18097 |
-/// | roce-nocc-shallow | 865 us | 16.30 ms | 13.08 | 84581 | 277924 |
+/// Experiment (k), IRN §4.2 without a rate control: selective repeat
+/// without PFC beats go-back-N with it, go-back-N without PFC falls far
+/// behind on shallow buffers, and the resends per drop; docs/lab.md's
+/// table of (k) is this run's, figure for figure (seed 1).
 #[test]
 fn k_selective_repeat_without_pfc_beats_go_back_n_with_it() {
     let (_tmp, out) = lab("irn");
@@ -1030,6 +1030,7 @@ fn k_selective_repeat_without_pfc_beats_go_back_n_with_it() {
     if font_installed() {
         assert!(out.join("fct-p99.png").is_file());
     }
+    k_table_is_this_runs(&out);
 }
 
 /// The lab leaves the ICRC and the placing of WRITE payloads to the NICs
@@ -1064,7 +1065,8 @@ fn icrc_offload_and_unplaced_writes_change_no_result() {
 /// control; HPCC's p95 slowdown of flows up to 10 KB is under half
 /// DCQCN's at both loads (the paper's Figures 11 and 12), its bottleneck
 /// queue p99 under 0.4 of DCQCN's (0.24 and 0.30 measured), and it sends
-/// no PFC frame where DCQCN's incasts reach PFC's threshold.
+/// no PFC frame where DCQCN's incasts reach PFC's threshold. docs/lab.md's
+/// table of (j) is this run's, figure for figure.
 #[test]
 fn j_hpcc_cuts_short_flows_tail_slowdown_and_queues_below_dcqcns() {
     let (_t, out) = lab("hpcc-vs-dcqcn");
@@ -1112,4 +1114,181 @@ fn j_hpcc_cuts_short_flows_tail_slowdown_and_queues_below_dcqcns() {
         assert!(f(&dcqcn, "pfc_frames") > 0.0, "load {load}");
     }
     assert!(out.join("fct-hpcc.csv").is_file());
+    j_table_is_this_runs(&out);
+}
+
+// ----- docs/lab.md's tables are these runs' -----
+
+/// The first Markdown table after `marker` in `docs/lab.md`: each row
+/// below the header and its rule, as its cells (trimmed, `**` removed).
+fn doc_table(marker: &str) -> Vec<Vec<String>> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/lab.md");
+    let text = std::fs::read_to_string(path).expect("docs/lab.md");
+    let at = text
+        .find(marker)
+        .unwrap_or_else(|| panic!("{marker:?} in docs/lab.md"));
+    text[at..]
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .skip(2)
+        .map(|l| {
+            l.trim_matches('|')
+                .split('|')
+                .map(|c| c.trim().replace("**", ""))
+                .collect()
+        })
+        .collect()
+}
+
+/// The numbers a table cell prints, in order (thousands commas dropped),
+/// each with its count of decimals.
+fn cell_numbers(cell: &str) -> Vec<(f64, i32)> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    for c in cell.chars().chain([' ']) {
+        if c.is_ascii_digit() || (c == '.' || c == ',') && !cur.is_empty() {
+            cur.push(c);
+        } else if !cur.is_empty() {
+            let s = cur.trim_end_matches(['.', ',']).replace(',', "");
+            let decimals = s.split_once('.').map_or(0, |(_, d)| d.len() as i32);
+            out.push((s.parse().expect("a number"), decimals));
+            cur.clear();
+        }
+    }
+    out
+}
+
+/// What a cell of a table in `docs/lab.md` must print.
+enum Cell {
+    /// Words only, not checked (a run's description).
+    Skip,
+    /// No figure ("none", "-").
+    Blank,
+    /// These figures, in order, each the run's value rounded to the
+    /// decimals the cell prints.
+    Nums(Vec<f64>),
+}
+
+/// A cell of one figure.
+fn one(x: f64) -> Cell {
+    Cell::Nums(vec![x])
+}
+
+/// Checks one row of a table in `docs/lab.md` against a run, a cell
+/// after the row's name for each of `want`.
+fn check_doc_row(table: &str, row: &[String], want: &[Cell]) {
+    assert_eq!(row.len(), want.len() + 1, "{table}: {row:?}");
+    for (cell, want) in row[1..].iter().zip(want) {
+        let got = cell_numbers(cell);
+        let (fits, wanted) = match want {
+            Cell::Skip => (true, Vec::new()),
+            Cell::Blank => (got.is_empty(), Vec::new()),
+            Cell::Nums(w) => (
+                got.len() == w.len()
+                    && got.iter().zip(w).all(|(&(doc, d), &run)| {
+                        (doc - run).abs() <= 0.5 * 10f64.powi(-d) * (1.0 + 1e-9)
+                    }),
+                w.clone(),
+            ),
+        };
+        assert!(
+            fits,
+            "docs/lab.md {table}, row {}: the cell {cell:?} is not this run's {wanted:?} \
+             (measure the table again)",
+            row[0]
+        );
+    }
+}
+
+/// The table of (i) in `docs/lab.md` is this run's, figure for figure.
+fn i_table_is_this_runs(out: &Path) {
+    let rows = doc_table("ferroce lab configs/lab/cross-az.toml --out");
+    assert_eq!(rows.len(), 11, "{rows:?}");
+    let ms = |x: f64| x / 1e6;
+    for row in &rows {
+        let v = run(out, &row[0]);
+        let c = collective(&v);
+        let (time, step) = (&c["time"], &c["step_time"]);
+        let done = f(c, "completed");
+        let collective_time = match done as u64 {
+            0 => Cell::Blank,
+            1 => one(ms(f(time, "p50_ns"))),
+            _ => Cell::Nums(vec![ms(f(time, "p50_ns")), ms(f(time, "p99_ns"))]),
+        };
+        let slowdown = match done as u64 {
+            0 => Cell::Blank,
+            _ => one(f(time, "slowdown_p50")),
+        };
+        let steps = if step.is_null() {
+            Cell::Blank
+        } else {
+            Cell::Nums(vec![ms(f(step, "p50_ns")), ms(f(step, "p99_ns"))])
+        };
+        let drops = match f(&v, "drops") {
+            0.0 => one(0.0),
+            d => Cell::Nums(vec![d, f(&v, "drops_headroom")]),
+        };
+        let want = [
+            Cell::Skip,
+            collective_time,
+            slowdown,
+            steps,
+            Cell::Nums(vec![done, f(c, "repetitions")]),
+            drops,
+            one(f(&v, "pfc_frames")),
+            one(ms(f(&v, "paused_ns"))),
+            one(goodput_of(out, &row[0], "incast") / 1e9),
+        ];
+        check_doc_row("(i)", row, &want);
+    }
+}
+
+/// The table of (j) in `docs/lab.md` is this run's, figure for figure.
+fn j_table_is_this_runs(out: &Path) {
+    let rows = doc_table("**(j) HPCC against DCQCN");
+    assert_eq!(rows.len(), 8, "{rows:?}");
+    for row in &rows {
+        let (cc, load) = row[0].split_once(", ").expect("'rate control, load%'");
+        let load: f64 = load.trim_end_matches('%').parse().expect("a load");
+        let v = run(out, &format!("{cc}-load={}", load / 100.0));
+        let bucket = |name: &str, p: &str| {
+            let b = v["fct"]
+                .as_array()
+                .expect("fct")
+                .iter()
+                .find(|b| b["bucket"] == name);
+            one(f(b.expect(name), p))
+        };
+        let want = [
+            bucket("<=10KB", "p50"),
+            bucket("<=10KB", "p95"),
+            bucket("<=10KB", "p99"),
+            bucket(">10MB", "p50"),
+            one(f(&v["queue"], "p99") / 1e3),
+            one(f(&v, "ecn_marked")),
+            one(f(&v, "pfc_frames")),
+        ];
+        check_doc_row("(j)", row, &want);
+    }
+}
+
+/// The table of (k) in `docs/lab.md` is this run's, figure for figure.
+fn k_table_is_this_runs(out: &Path) {
+    let rows = doc_table("**(k) Selective repeat");
+    assert_eq!(rows.len(), 8, "{rows:?}");
+    for row in &rows {
+        let v = run(out, &row[0]);
+        let (mean, p99, slowdown, slowdown_p99) = fct_figures(out, &row[0]);
+        let want = [
+            one(mean / 1e3),
+            one(p99 / 1e6),
+            one(slowdown),
+            one(slowdown_p99),
+            one(f(&v, "drops")),
+            one(f(&v, "retransmitted_pkts")),
+            one(f(&v, "ack_timeouts")),
+        ];
+        check_doc_row("(k)", row, &want);
+    }
 }
