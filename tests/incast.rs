@@ -9,6 +9,9 @@
 //! queue below DCQCN's; Swift is fair and full with its queue held near
 //! its target delay.
 
+mod common;
+
+use common::doc_tables::{self, one, Cell};
 use ferroce::cc::CcConfig;
 use ferroce::sim::incast::{self, parse_cc, IncastConfig, IncastResult};
 use ferroce::time::Duration;
@@ -279,4 +282,32 @@ fn swift_16_to_1_is_fair_fills_the_link_and_holds_the_queue_near_its_target() {
     assert!(r.drained, "drain\n{r}");
     // A delay-based controller: every CNP is ignored.
     assert_eq!((r.cnp_handled, r.cnp_ignored), (0, r.cnp_sent), "{r}");
+}
+
+/// The table of these runs in `docs/transport.md` (DCQCN as ConnectX and
+/// as its paper gives it, and no rate control, at 2:1, 8:1 and 16:1) is
+/// theirs, figure for figure.
+#[test]
+fn the_incast_table_in_docs_transport_is_these_runs() {
+    let doc = "docs/transport.md";
+    let rows = doc_tables::table(doc, "| `--cc` | incast |");
+    assert_eq!(rows.len(), 9, "{rows:?}");
+    for row in &rows {
+        let n: usize = row[1].trim_end_matches(":1").parse().expect("N:1");
+        let r = incast(n, parse_cc(&row[0]).expect("a rate control"));
+        let kb = |b: u64| b as f64 / 1000.0;
+        let want = [
+            Cell::Skip,
+            one(r.jain_second_half),
+            one(100.0 * r.utilisation_second_half),
+            one(r.goodput_second_half_bps / 1e9),
+            one(kb(r.queue_second_half.p99)),
+            one(kb(r.queue.p99)),
+            one(kb(r.queue_max_bytes)),
+            Cell::Nums(vec![r.tail_drops as f64, r.tail_drops_second_half as f64]),
+            one(r.retransmitted_pkts as f64),
+            one(r.completion_errors as f64),
+        ];
+        doc_tables::check_row(doc, "incast table", row, &want);
+    }
 }

@@ -41,6 +41,9 @@
 
 #![cfg(not(feature = "dpdk"))]
 
+mod common;
+
+use common::doc_tables::{self, one, Cell};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -1119,91 +1122,9 @@ fn j_hpcc_cuts_short_flows_tail_slowdown_and_queues_below_dcqcns() {
 
 // ----- docs/lab.md's tables are these runs' -----
 
-/// The first Markdown table after `marker` in `docs/lab.md`: each row
-/// below the header and its rule, as its cells (trimmed, `**` removed).
-fn doc_table(marker: &str) -> Vec<Vec<String>> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/lab.md");
-    let text = std::fs::read_to_string(path).expect("docs/lab.md");
-    let at = text
-        .find(marker)
-        .unwrap_or_else(|| panic!("{marker:?} in docs/lab.md"));
-    text[at..]
-        .lines()
-        .skip_while(|l| !l.starts_with('|'))
-        .take_while(|l| l.starts_with('|'))
-        .skip(2)
-        .map(|l| {
-            l.trim_matches('|')
-                .split('|')
-                .map(|c| c.trim().replace("**", ""))
-                .collect()
-        })
-        .collect()
-}
-
-/// The numbers a table cell prints, in order (thousands commas dropped),
-/// each with its count of decimals.
-fn cell_numbers(cell: &str) -> Vec<(f64, i32)> {
-    let mut out = Vec::new();
-    let mut cur = String::new();
-    for c in cell.chars().chain([' ']) {
-        if c.is_ascii_digit() || (c == '.' || c == ',') && !cur.is_empty() {
-            cur.push(c);
-        } else if !cur.is_empty() {
-            let s = cur.trim_end_matches(['.', ',']).replace(',', "");
-            let decimals = s.split_once('.').map_or(0, |(_, d)| d.len() as i32);
-            out.push((s.parse().expect("a number"), decimals));
-            cur.clear();
-        }
-    }
-    out
-}
-
-/// What a cell of a table in `docs/lab.md` must print.
-enum Cell {
-    /// Words only, not checked (a run's description).
-    Skip,
-    /// No figure ("none", "-").
-    Blank,
-    /// These figures, in order, each the run's value rounded to the
-    /// decimals the cell prints.
-    Nums(Vec<f64>),
-}
-
-/// A cell of one figure.
-fn one(x: f64) -> Cell {
-    Cell::Nums(vec![x])
-}
-
-/// Checks one row of a table in `docs/lab.md` against a run, a cell
-/// after the row's name for each of `want`.
-fn check_doc_row(table: &str, row: &[String], want: &[Cell]) {
-    assert_eq!(row.len(), want.len() + 1, "{table}: {row:?}");
-    for (cell, want) in row[1..].iter().zip(want) {
-        let got = cell_numbers(cell);
-        let (fits, wanted) = match want {
-            Cell::Skip => (true, Vec::new()),
-            Cell::Blank => (got.is_empty(), Vec::new()),
-            Cell::Nums(w) => (
-                got.len() == w.len()
-                    && got.iter().zip(w).all(|(&(doc, d), &run)| {
-                        (doc - run).abs() <= 0.5 * 10f64.powi(-d) * (1.0 + 1e-9)
-                    }),
-                w.clone(),
-            ),
-        };
-        assert!(
-            fits,
-            "docs/lab.md {table}, row {}: the cell {cell:?} is not this run's {wanted:?} \
-             (measure the table again)",
-            row[0]
-        );
-    }
-}
-
 /// The table of (i) in `docs/lab.md` is this run's, figure for figure.
 fn i_table_is_this_runs(out: &Path) {
-    let rows = doc_table("ferroce lab configs/lab/cross-az.toml --out");
+    let rows = doc_tables::table("docs/lab.md", "ferroce lab configs/lab/cross-az.toml --out");
     assert_eq!(rows.len(), 11, "{rows:?}");
     let ms = |x: f64| x / 1e6;
     for row in &rows {
@@ -1240,13 +1161,13 @@ fn i_table_is_this_runs(out: &Path) {
             one(ms(f(&v, "paused_ns"))),
             one(goodput_of(out, &row[0], "incast") / 1e9),
         ];
-        check_doc_row("(i)", row, &want);
+        doc_tables::check_row("docs/lab.md", "(i)", row, &want);
     }
 }
 
 /// The table of (j) in `docs/lab.md` is this run's, figure for figure.
 fn j_table_is_this_runs(out: &Path) {
-    let rows = doc_table("**(j) HPCC against DCQCN");
+    let rows = doc_tables::table("docs/lab.md", "**(j) HPCC against DCQCN");
     assert_eq!(rows.len(), 8, "{rows:?}");
     for row in &rows {
         let (cc, load) = row[0].split_once(", ").expect("'rate control, load%'");
@@ -1269,13 +1190,13 @@ fn j_table_is_this_runs(out: &Path) {
             one(f(&v, "ecn_marked")),
             one(f(&v, "pfc_frames")),
         ];
-        check_doc_row("(j)", row, &want);
+        doc_tables::check_row("docs/lab.md", "(j)", row, &want);
     }
 }
 
 /// The table of (k) in `docs/lab.md` is this run's, figure for figure.
 fn k_table_is_this_runs(out: &Path) {
-    let rows = doc_table("**(k) Selective repeat");
+    let rows = doc_tables::table("docs/lab.md", "**(k) Selective repeat");
     assert_eq!(rows.len(), 8, "{rows:?}");
     for row in &rows {
         let v = run(out, &row[0]);
@@ -1289,6 +1210,6 @@ fn k_table_is_this_runs(out: &Path) {
             one(f(&v, "retransmitted_pkts")),
             one(f(&v, "ack_timeouts")),
         ];
-        check_doc_row("(k)", row, &want);
+        doc_tables::check_row("docs/lab.md", "(k)", row, &want);
     }
 }

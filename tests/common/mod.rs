@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+pub mod doc_tables;
 pub mod frames;
 pub mod lends;
 pub mod oracle;
