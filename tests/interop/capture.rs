@@ -1,15 +1,15 @@
 //! What a run's capture must show, read with the crate's own pcap reader
 //! and frame parser (every frame was already judged by `ferroce decode`):
 //! traffic both ways, in the IP version of the cell's GIDs, the operations
-//! the tool implies, packets of the path MTU, the pad of a message that is
-//! not a multiple of 4, and in the payloads ferroce sent, its buffers'
-//! bytes; and, for the rerun rule,
+//! the tool implies (an atomic-bw run the atomic it names), packets of the
+//! path MTU, the pad of a message that is not a multiple of 4, and in the
+//! payloads ferroce sent, its buffers' bytes; and, for the rerun rule,
 //! whether ferroce's resends waited for the ACK timeout with rxe silent,
 //! or rxe stopped in the middle of its own requests.
 
 use crate::matrix::{Cell, Role, Tool, Variant};
 use ferroce::wire::ext::{AckSyndrome, NakCode};
-use ferroce::wire::opcode::{Class, Position};
+use ferroce::wire::opcode::{Class, Op, Opcode, Position};
 use ferroce::wire::{Frame, Psn};
 use std::net::IpAddr;
 use std::path::Path;
@@ -20,8 +20,12 @@ struct Pkt {
     record: usize,
     ts_ns: u64,
     from_ferroce: bool,
+    /// The IP source and destination.
+    ends: (IpAddr, IpAddr),
     ipv6: bool,
     class: Class,
+    /// The BTH opcode (which atomic it is).
+    opcode: Opcode,
     position: Position,
     psn: Psn,
     /// The BTH's AckReq bit (IBTA §9.2.8).
@@ -53,8 +57,10 @@ fn read(pcap: &Path, ferroce_ip: IpAddr) -> Result<Vec<Pkt>, String> {
             record: record - 1,
             ts_ns: rec.ts_ns,
             from_ferroce: f.ip().src().to_canonical() == ferroce_ip,
+            ends: (f.ip().src().to_canonical(), f.ip().dst().to_canonical()),
             ipv6: f.ip().ethertype() == ferroce::wire::ethernet::ETHERTYPE_IPV6,
             class: f.info.class,
+            opcode: bth.opcode,
             position: f.info.position,
             psn: bth.psn,
             ack_req: f.ack_req(),
@@ -98,6 +104,30 @@ fn carries_data(c: Class) -> bool {
     matches!(c, Class::Send | Class::Write | Class::ReadResponse)
 }
 
+/// An atomic-bw run of `op` (perftest's `-A`) sends that atomic and no
+/// other: every atomic request is an RC COMPARE_SWAP or FETCH_ADD
+/// (IBTA §9.4.5) as asked.
+fn check_atomics(op: &str, pkts: &[Pkt]) -> Result<(), String> {
+    let want = match op {
+        "CMP_AND_SWAP" => Opcode::rc(Op::CompareSwap),
+        "FETCH_AND_ADD" => Opcode::rc(Op::FetchAdd),
+        _ => return Err(format!("no opcode for atomic {op}")),
+    };
+    match pkts
+        .iter()
+        .find(|p| p.class == Class::Atomic && p.opcode != want)
+    {
+        Some(p) => Err(format!(
+            "an atomic from {} (PSN {}) has opcode {:#04x}; the run is {op} ({:#04x})",
+            if p.from_ferroce { "ferroce" } else { "rxe" },
+            p.psn,
+            p.opcode.0,
+            want.0
+        )),
+        None => Ok(()),
+    }
+}
+
 /// What the capture showed.
 pub struct Facts {
     /// CNPs in it.
@@ -113,16 +143,25 @@ impl Facts {
     }
 }
 
-/// Checks the capture of one run of `cell` with `v`; `capture_dropped`
-/// frames of the run are missing from it (tcpdump's socket lost them).
+/// Checks the capture of one run of `cell` with `v` between ferroce and
+/// the peer at `ends` (their addresses); `capture_dropped` frames of the
+/// run are missing from it (tcpdump's socket lost them).
 pub fn check(
     cell: &Cell,
     v: Variant,
     pcap: &Path,
-    ferroce_ip: IpAddr,
+    ends: (IpAddr, IpAddr),
     capture_dropped: u64,
 ) -> Result<Facts, String> {
+    let (ferroce_ip, peer_ip) = ends;
     let pkts = read(pcap, ferroce_ip)?;
+    let between = |p: &Pkt| p.ends == (ferroce_ip, peer_ip) || p.ends == (peer_ip, ferroce_ip);
+    if let Some(p) = pkts.iter().find(|p| !between(p)) {
+        return Err(format!(
+            "a RoCE frame (PSN {}) from {} to {}; the cell's ends are {ferroce_ip} and {peer_ip}",
+            p.psn, p.ends.0, p.ends.1
+        ));
+    }
     let ours = pkts.iter().filter(|p| p.from_ferroce).count();
     if ours == 0 || ours == pkts.len() {
         return Err(format!(
@@ -216,9 +255,12 @@ pub fn check(
         };
         *l = (*l).max(p.payload.len());
     }
-    if let Variant::Size(size) = v {
-        check_sizes(cell, size, &pkts, largest)?;
-        check_bytes(cell, size, &pkts, capture_dropped)?;
+    match v {
+        Variant::Size(size) => {
+            check_sizes(cell, size, &pkts, largest)?;
+            check_bytes(cell, size, &pkts, capture_dropped)?;
+        }
+        Variant::Atomic(op) => check_atomics(op, &pkts)?,
     }
     Ok(Facts {
         cnps: pkts.iter().filter(|p| p.class == Class::Cnp).count() as u64,
@@ -276,9 +318,7 @@ fn check_sizes(
         let len = p.payload.len();
         let ok = match p.position {
             Position::First | Position::Middle => len == mtu && p.pad == 0,
-            Position::Last | Position::Only => {
-                p.pad as usize == (4 - len % 4) % 4 && (len == tail || len == size.min(mtu))
-            }
+            Position::Last | Position::Only => p.pad as usize == (4 - len % 4) % 4 && len == tail,
         };
         if !ok {
             return Err(format!(
@@ -600,7 +640,8 @@ pub fn self_test(vectors: &Path) -> Result<(), String> {
         ("ud_pingpong", cell(Tool::Pingpong, client, 1024), size(1024), g2, "Q_Key"),
     ];
     for (name, c, v, ip, want) in cases {
-        let got = check(&c, v, &vectors.join(format!("{name}.pcap")), ip, 0);
+        let peer = if ip == g1 { g2 } else { g1 };
+        let got = check(&c, v, &vectors.join(format!("{name}.pcap")), (ip, peer), 0);
         match (&got, want) {
             (Ok(_), "") => {}
             (Err(e), w) if !w.is_empty() && e.contains(w) => {}
@@ -612,6 +653,24 @@ pub fn self_test(vectors: &Path) -> Result<(), String> {
                     if want.is_empty() { "pass" } else { want }
                 ))
             }
+        }
+    }
+    // A frame to or from a third address is not the cell's.
+    let other: IpAddr = "198.18.0.4".parse().unwrap();
+    let c = cell(Tool::WriteBw, server, 1024);
+    match check(
+        &c,
+        size(4096),
+        &vectors.join("ib_write_bw.pcap"),
+        (g1, other),
+        0,
+    ) {
+        Err(e) if e.contains("the cell's ends") => {}
+        got => {
+            return Err(format!(
+                "capture check self-test: ib_write_bw with a peer at {other}: got {:?}",
+                got.map(|_| "pass")
+            ))
         }
     }
     // The rerun rule: a resend after a NAK (ib_write_bw_loss, g2) or of a

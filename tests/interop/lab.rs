@@ -106,7 +106,9 @@ impl Lab {
             loss: None,
             ce: false,
             guest_gid6: None,
-            link_mtu: mtu,
+            // Unknown until the first run sets it and reads back rxe0's
+            // active_mtu (set_link_mtu).
+            link_mtu: 0,
         };
         sh(Command::new("ip").args(["netns", "add", &ns]))?;
         // No IPv6 on the lab's links: only the tools' frames in captures.

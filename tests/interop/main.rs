@@ -613,13 +613,21 @@ fn explain_clean(pcap: &Path) -> Result<(), String> {
 }
 
 /// ferroce's address in the cell's captures.
-fn ferroce_ip(cell: &Cell) -> std::net::IpAddr {
-    let ip = if cell.ipv6 {
-        lab::FERROCE_IP6
+/// ferroce's address and the guest's in `cell` (their GIDs').
+fn addresses(cell: &Cell) -> (std::net::IpAddr, std::net::IpAddr) {
+    let (ours, guest) = if cell.ipv6 {
+        (lab::FERROCE_IP6, lab::GUEST_IP6)
     } else {
-        lab::FERROCE_IP
+        (lab::FERROCE_IP, lab::GUEST_IP)
     };
-    ip.parse().expect("an address")
+    (
+        ours.parse().expect("an address"),
+        guest.parse().expect("an address"),
+    )
+}
+
+fn ferroce_ip(cell: &Cell) -> std::net::IpAddr {
+    addresses(cell).0
 }
 
 /// What a passing run counted.
@@ -641,6 +649,17 @@ fn host_drops(ours: &str) -> u64 {
 
 /// perftest's banner line ` Mtu             : 4096[B]`: the path MTU the
 /// tool connected with.
+/// The path MTU ferroce's port carries, from its `--stats` line
+/// (`port: mtu 1500, frames up to 1518 B, path MTU up to 1024 (...)`).
+fn port_mtu(out: &str) -> Option<u32> {
+    let l = out.lines().find(|l| l.trim_start().starts_with("port: "))?;
+    let (_, rest) = l.split_once("path MTU up to ")?;
+    rest.split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()
+}
+
 fn printed_mtu(out: &str) -> Option<u32> {
     out.lines()
         .find(|l| l.trim_start().starts_with("Mtu "))
@@ -659,8 +678,10 @@ fn run_one(
 ) -> Result<RunFacts, Failure> {
     fs::create_dir_all(dir).map_err(|e| fail("setup", e.to_string()))?;
     let config = config.to_string_lossy().into_owned();
-    // RDMA-CM tools get the cell's path MTU from the links' MTU.
-    let (link, path) = match (cell.uses_rdma_cm(), cell.mtu) {
+    // RDMA-CM tools get the cell's path MTU from the links' MTU, and a UD
+    // cell's MTU is both ports' (ferroce's follows its interface's MTU,
+    // rxe0's active_mtu the guest's eth0, which set_link_mtu checks).
+    let (link, path) = match (cell.uses_rdma_cm() || cell.tool.is_ud(), cell.mtu) {
         (true, 256..=1024) => (1500, 1024),
         (true, 2048) => (3000, 2048),
         _ => (LINK_MTU, 4096),
@@ -805,8 +826,22 @@ fn run_one(
         ));
     }
     // Both tools say the path MTU they connected with (ibv_rc_pingpong
-    // prints none: its packets in the capture show it; UD has none, and
-    // its datagrams in the capture show the port's).
+    // prints none: its packets in the capture show it). UD has none: the
+    // cell's MTU is the ports', rxe0's read back when the link was set,
+    // ferroce's in its --stats line, and the datagrams in the capture
+    // fill it.
+    if cell.tool.is_ud() {
+        let got = port_mtu(&ours);
+        if got != Some(u32::from(cell.mtu)) {
+            return Err(fail(
+                "mtu",
+                format!(
+                    "ferroce's port carries path MTU {got:?}; the cell is MTU {}",
+                    cell.mtu
+                ),
+            ));
+        }
+    }
     if !matches!(cell.tool, Tool::Pingpong | Tool::UdPingpong | Tool::Rping) {
         for (who, out) in [
             ("ferroce", ours.as_str()),
@@ -850,9 +885,9 @@ fn run_one(
     if cell.asks_selective_repeat() {
         check_stayed_go_back_n(&ours, &decoded)?;
     }
-    let ip = ferroce_ip(cell);
+    let ends = addresses(cell);
     let facts =
-        capture::check(cell, v, &pcap, ip, capture_dropped).map_err(|e| fail("capture", e))?;
+        capture::check(cell, v, &pcap, ends, capture_dropped).map_err(|e| fail("capture", e))?;
     if let Some(attr) = cell.cm_drop() {
         if facts.mads_from_ferroce(attr) < 2 {
             return Err(fail(
@@ -861,10 +896,10 @@ fn run_one(
             ));
         }
     }
-    let _ = Command::new("gzip").arg("-1f").arg(&pcap).status();
     if cell.ce {
         check_cnps(&ours, facts.cnps)?;
     }
+    let _ = Command::new("gzip").arg("-1f").arg(&pcap).status();
     Ok(RunFacts { drops, host_drops })
 }
 

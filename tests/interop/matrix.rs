@@ -458,9 +458,16 @@ impl Cell {
     }
 
     /// The local ACK timeout of the cell's QPs, in nanoseconds (IBTA
-    /// §9.7.6.1.3: 4.096 µs × 2^timeout).
+    /// §9.7.6.1.3: 4.096 µs × 2^timeout): perftest's 14 or the cell's
+    /// `-u`; RDMA-CM's QPs take the CM's packet life time (18) plus one,
+    /// about 2.1 s.
     pub fn ack_timeout_ns(&self) -> u64 {
-        4096 << self.qp_timeout().unwrap_or(14)
+        let exp = if self.uses_rdma_cm() {
+            19
+        } else {
+            self.qp_timeout().unwrap_or(14)
+        };
+        4096 << exp
     }
 
     /// rping's options: the role and address, the size, the count (the
