@@ -90,6 +90,16 @@ fn f(v: &Value, key: &str) -> f64 {
         .unwrap_or_else(|| panic!("{key} in {}", v["name"]))
 }
 
+/// The FCT size bucket `name` of a run's summary (`fct`, as `fct.csv`).
+fn fct_bucket<'a>(v: &'a Value, name: &str) -> &'a Value {
+    v["fct"]
+        .as_array()
+        .expect("fct buckets")
+        .iter()
+        .find(|b| b["bucket"] == name)
+        .unwrap_or_else(|| panic!("the {name} bucket in {}", v["name"]))
+}
+
 /// Second-half goodput of the flows tagged `tag`, summed (bits/s).
 fn goodput_of(out: &Path, run: &str, tag: &str) -> f64 {
     let text = std::fs::read_to_string(out.join(run).join("flows.csv")).expect("flows.csv");
@@ -296,15 +306,9 @@ fn e_ecn_thresholds_trade_short_flow_against_long_flow_completion() {
     // p50 slowdown of a size bucket.
     let p50 = |r: &str, bucket: &str| {
         let v = run(&out, r);
-        let b = v["fct"]
-            .as_array()
-            .expect("buckets")
-            .iter()
-            .find(|b| b["bucket"] == bucket)
-            .cloned()
-            .expect(bucket);
+        let b = fct_bucket(&v, bucket);
         assert!(b["count"].as_u64().unwrap_or(0) >= 10, "{v}");
-        f(&b, "p50")
+        f(b, "p50")
     };
     for r in [
         "cx",
@@ -441,15 +445,7 @@ fn g_hpcc_keeps_the_queue_near_zero_where_dcqcn_holds_one() {
     assert_eq!(dcqcn["flows_completed"], dcqcn["flows"], "{dcqcn}");
     assert_eq!(hpcc["flows_completed"], hpcc["flows"], "{hpcc}");
     assert_eq!(f(&hpcc, "drops"), 0.0, "{hpcc}");
-    let p50 = |v: &Value| {
-        v["fct"]
-            .as_array()
-            .expect("buckets")
-            .iter()
-            .find(|b| b["bucket"] == "<=10KB")
-            .map(|b| f(b, "p50"))
-            .expect("<=10KB")
-    };
+    let p50 = |v: &Value| f(fct_bucket(v, "<=10KB"), "p50");
     // Short flows wait behind no queue: p50 slowdown 1.38 against 3.18.
     assert!(p50(&hpcc) < 0.6 * p50(&dcqcn), "{hpcc}\n{dcqcn}");
     if font_installed() {
@@ -1074,12 +1070,7 @@ fn icrc_offload_and_unplaced_writes_change_no_result() {
 fn j_hpcc_cuts_short_flows_tail_slowdown_and_queues_below_dcqcns() {
     let (_t, out) = lab("hpcc-vs-dcqcn");
     let short_p95 = |v: &Value| {
-        let b = v["fct"]
-            .as_array()
-            .expect("fct")
-            .iter()
-            .find(|b| b["bucket"] == "<=10KB")
-            .expect("the <=10KB bucket");
+        let b = fct_bucket(v, "<=10KB");
         assert!(f(b, "count") >= 100.0, "{b}");
         f(b, "p95")
     };
@@ -1173,14 +1164,7 @@ fn j_table_is_this_runs(out: &Path) {
         let (cc, load) = row[0].split_once(", ").expect("'rate control, load%'");
         let load: f64 = load.trim_end_matches('%').parse().expect("a load");
         let v = run(out, &format!("{cc}-load={}", load / 100.0));
-        let bucket = |name: &str, p: &str| {
-            let b = v["fct"]
-                .as_array()
-                .expect("fct")
-                .iter()
-                .find(|b| b["bucket"] == name);
-            one(f(b.expect(name), p))
-        };
+        let bucket = |name: &str, p: &str| one(f(fct_bucket(&v, name), p));
         let want = [
             bucket("<=10KB", "p50"),
             bucket("<=10KB", "p95"),

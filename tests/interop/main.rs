@@ -612,7 +612,6 @@ fn explain_clean(pcap: &Path) -> Result<(), String> {
     }
 }
 
-/// ferroce's address in the cell's captures.
 /// ferroce's address and the guest's in `cell` (their GIDs').
 fn addresses(cell: &Cell) -> (std::net::IpAddr, std::net::IpAddr) {
     let (ours, guest) = if cell.ipv6 {
@@ -626,6 +625,7 @@ fn addresses(cell: &Cell) -> (std::net::IpAddr, std::net::IpAddr) {
     )
 }
 
+/// ferroce's address in the cell's captures.
 fn ferroce_ip(cell: &Cell) -> std::net::IpAddr {
     addresses(cell).0
 }
@@ -647,8 +647,6 @@ fn host_drops(ours: &str) -> u64 {
         .sum()
 }
 
-/// perftest's banner line ` Mtu             : 4096[B]`: the path MTU the
-/// tool connected with.
 /// The path MTU ferroce's port carries, from its `--stats` line
 /// (`port: mtu 1500, frames up to 1518 B, path MTU up to 1024 (...)`).
 fn port_mtu(out: &str) -> Option<u32> {
@@ -660,6 +658,8 @@ fn port_mtu(out: &str) -> Option<u32> {
         .ok()
 }
 
+/// perftest's banner line ` Mtu             : 4096[B]`: the path MTU the
+/// tool connected with.
 fn printed_mtu(out: &str) -> Option<u32> {
     out.lines()
         .find(|l| l.trim_start().starts_with("Mtu "))
@@ -826,37 +826,27 @@ fn run_one(
         ));
     }
     // Both tools say the path MTU they connected with (ibv_rc_pingpong
-    // prints none: its packets in the capture show it). UD has none: the
+    // and rping print none: their packets in the capture show it). UD has none: the
     // cell's MTU is the ports', rxe0's read back when the link was set,
     // ferroce's in its --stats line, and the datagrams in the capture
     // fill it.
-    if cell.tool.is_ud() {
-        let got = port_mtu(&ours);
+    let mtus = match cell.tool {
+        Tool::UdPingpong => vec![("ferroce's port carries".to_string(), port_mtu(&ours))],
+        Tool::Pingpong | Tool::Rping => Vec::new(),
+        _ => vec![
+            ("ferroce printed".to_string(), printed_mtu(&ours)),
+            (
+                format!("{} printed", cell.tool.peer()),
+                printed_mtu(&peer.log),
+            ),
+        ],
+    };
+    for (who, got) in mtus {
         if got != Some(u32::from(cell.mtu)) {
             return Err(fail(
                 "mtu",
-                format!(
-                    "ferroce's port carries path MTU {got:?}; the cell is MTU {}",
-                    cell.mtu
-                ),
+                format!("{who} path MTU {got:?}; the cell is MTU {}", cell.mtu),
             ));
-        }
-    }
-    if !matches!(cell.tool, Tool::Pingpong | Tool::UdPingpong | Tool::Rping) {
-        for (who, out) in [
-            ("ferroce", ours.as_str()),
-            (cell.tool.peer(), peer.log.as_str()),
-        ] {
-            let got = printed_mtu(out);
-            if got != Some(u32::from(cell.mtu)) {
-                return Err(fail(
-                    "mtu",
-                    format!(
-                        "{who} printed path MTU {got:?}; the cell is MTU {}",
-                        cell.mtu
-                    ),
-                ));
-            }
         }
     }
     let host_drops = host_drops(&ours);
